@@ -1,0 +1,25 @@
+# Two commands do all set-up: `make demo` (main job) and `make test` (whole suite).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_DIR ?= demo-out
+
+.PHONY: demo test venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/skpubsub demo --out $(DEMO_DIR)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -q
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .hypothesis

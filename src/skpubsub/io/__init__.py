@@ -1,0 +1,1 @@
+"""The edge: reading, validating and normalising events; writing outputs."""

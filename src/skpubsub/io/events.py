@@ -1,0 +1,90 @@
+"""The validated event types and the notifications engines emit.
+
+Events are made only by :class:`skpubsub.io.validate.Gate`; engines trust them.
+``seq`` is the event's position in the stream (its line number when read from a
+file) and breaks ranking ties: a larger ``seq`` ranks first (SPEC section 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+Id = Union[int, str]
+Time = Union[int, float]
+
+RANGE, KNN, TOPK = "range", "knn", "topk"
+KINDS = (RANGE, KNN, TOPK)
+
+
+@dataclass(frozen=True, slots=True)
+class Pub:
+    seq: int
+    id: Id
+    t: Time
+    x: float
+    y: float
+    keywords: tuple[str, ...]
+    expires: float | None = None  # absolute; only under a time window
+
+
+@dataclass(frozen=True, slots=True)
+class Sub:
+    seq: int
+    id: Id
+    t: Time
+    kind: str
+    keywords: tuple[str, ...]
+    match_all: bool = False
+    rect: tuple[float, float, float, float] | None = None  # range
+    x: float = 0.0  # knn, topk
+    y: float = 0.0
+    k: int = 0
+    alpha: float = 0.0  # topk
+    weights: tuple[float, ...] | None = None  # topk, aligned with keywords; None = all 1
+    expires: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Unsub:
+    seq: int
+    id: Id
+    t: Time
+
+
+Event = Union[Pub, Sub, Unsub]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    line: int
+    error: str
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A range subscription receives a published object."""
+
+    sub: Id
+    t: Time
+    object: Id
+
+    def to_json(self) -> dict:
+        return {"sub": self.sub, "t": self.t, "object": self.object}
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A kNN/top-k result set changed: ``added`` in new rank order, ``removed`` in old."""
+
+    sub: Id
+    t: Time
+    added: tuple[Id, ...]
+    removed: tuple[Id, ...]
+
+    def to_json(self) -> dict:
+        return {"sub": self.sub, "t": self.t, "added": list(self.added), "removed": list(self.removed)}
+
+
+Notification = Union[Match, Change]

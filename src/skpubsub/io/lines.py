@@ -1,0 +1,35 @@
+"""Streaming line reader: never loads a whole file, never a whole over-long line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from .validate import MAX_LINE
+
+_CHUNK = 1 << 16
+
+
+def read_lines(f: BinaryIO, limit: int = MAX_LINE) -> Iterator[tuple[int, bytes | None]]:
+    """Yield ``(line_number, bytes without newline)`` from 1; ``None`` for a line over ``limit``.
+
+    Memory is O(limit): an over-long line is skipped in chunks, never held whole.
+    """
+    n = 0
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        n += 1
+        if line.endswith(b"\n"):
+            yield n, line[:-1].removesuffix(b"\r")
+            continue
+        if len(line) <= limit:  # last line of the file, no newline
+            yield n, line
+            return
+        # Longer than the limit: skip to the end of the line.
+        while True:
+            rest = f.readline(_CHUNK)
+            if not rest or rest.endswith(b"\n"):
+                break
+        yield n, None

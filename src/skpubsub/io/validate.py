@@ -1,0 +1,283 @@
+"""Validation at the edge (SPEC section 5): every bad event gets a specific reason.
+
+:class:`Gate` turns raw lines (or already-parsed records) into :mod:`events`, in
+stream order.  It is stateful only in what SPEC makes stateful: the time of the
+last accepted event and which subscription ids are active (for the duplicate-id
+and unknown-``unsub`` rules, judged after the expiries due at the event's ``t``).
+A rejected event changes nothing here either.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+from typing import Any
+
+from ..config import Space, Window
+from .events import KINDS, KNN, RANGE, TOPK, Event, Pub, Rejection, Sub, Unsub
+from .keywords import normalise, normalise_keywords, split_text
+
+MAX_LINE = 1_048_576  # bytes, without the newline
+MAX_K = 1000
+RAW_SHOWN = 1000  # characters of an over-long line kept in rejected.jsonl
+
+
+class Invalid(ValueError):
+    """An event that breaks SPEC; the message is the rejection reason."""
+
+
+def _no_constants(name: str) -> Any:
+    raise Invalid(f"not JSON: bare {name} is not allowed")
+
+
+def parse_line(raw: bytes) -> dict:
+    """Decode one line (without its newline) into a JSON object, or raise Invalid."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Invalid(f"not JSON: invalid UTF-8 at byte {exc.start}") from None
+    if not text.strip():
+        raise Invalid("not JSON: blank line")
+    try:
+        value = json.loads(text, parse_constant=_no_constants)
+    except json.JSONDecodeError as exc:
+        raise Invalid(f"not JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise Invalid("not JSON: nested too deeply") from None
+    if not isinstance(value, dict):
+        raise Invalid(f"not an object: got a JSON {_json_type(value)}")
+    return value
+
+
+def _json_type(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "boolean"
+    if isinstance(v, (int, float)):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
+
+
+def _field(rec: dict, name: str) -> Any:
+    if name not in rec:
+        raise Invalid(f"missing field: {name}")
+    return rec[name]
+
+
+def _number(rec: dict, name: str) -> float:
+    """A finite JSON number (booleans are not numbers), as a float."""
+    v = _field(rec, name)
+    return _as_number(v, name)
+
+
+def _as_number(v: Any, name: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise Invalid(f"mistyped field: {name} must be a number, got {_json_type(v)}")
+    try:
+        f = float(v)
+    except OverflowError:
+        raise Invalid(f"non-finite number: {name}") from None
+    if not math.isfinite(f):
+        raise Invalid(f"non-finite number: {name}")
+    return f
+
+
+def _id(rec: dict) -> int | str:
+    v = _field(rec, "id")
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise Invalid(f"mistyped field: id must be a string or an integer, got {_json_type(v)}")
+    return v
+
+
+def _time(rec: dict) -> int | float:
+    v = _field(rec, "t")
+    _as_number(v, "t")
+    return v  # kept as given (an int stays an int in the outputs)
+
+
+def _keywords(rec: dict) -> tuple[str, ...]:
+    if "keywords" in rec:
+        kws = rec["keywords"]
+        if not isinstance(kws, list) or not all(isinstance(w, str) for w in kws):
+            raise Invalid("mistyped field: keywords must be an array of strings")
+        out = normalise_keywords(kws)
+    elif "text" in rec:
+        text = rec["text"]
+        if not isinstance(text, str):
+            raise Invalid(f"mistyped field: text must be a string, got {_json_type(text)}")
+        out = split_text(text)
+    else:
+        raise Invalid("missing field: keywords (or text)")
+    if not out:
+        raise Invalid("no keywords after normalisation")
+    return out
+
+
+def _point(rec: dict, space: Space) -> tuple[float, float]:
+    x, y = _number(rec, "x"), _number(rec, "y")
+    if not space.contains(x, y):
+        raise Invalid(f"out of space: ({x:g}, {y:g}) is outside [{space}]")
+    return x, y
+
+
+def _match(rec: dict, default: str) -> bool:
+    m = rec.get("match", default)
+    if m not in ("all", "any"):
+        raise Invalid(f"bad match: {m!r} (use 'all' or 'any')")
+    return m == "all"
+
+
+def _expires(rec: dict, t: float) -> float | None:
+    if "expires" not in rec:
+        return None
+    e = _as_number(rec["expires"], "expires")
+    if not e > t:
+        raise Invalid(f"expires not after t: expires={e:g} <= t={t:g}")
+    return e
+
+
+def validate_record(rec: dict, seq: int, window: Window, space: Space) -> Event:
+    """Check one parsed record against SPEC; the stateless part of validation."""
+    op = _field(rec, "op")
+    if op not in ("sub", "pub", "unsub"):
+        raise Invalid(f"unknown op: {op!r}")
+    ident = _id(rec)
+    t = _time(rec)
+    tf = float(t)
+    if op == "unsub":
+        return Unsub(seq, ident, t)
+    if op == "pub":
+        x, y = _point(rec, space)
+        kws = _keywords(rec)
+        expires = _expires(rec, tf)
+        if expires is not None and window.kind != "time":
+            raise Invalid(f"object expires without a time window (window is {window})")
+        return Pub(seq, ident, t, x, y, kws, expires)
+    kind = _field(rec, "kind")
+    if kind not in KINDS:
+        raise Invalid(f"unknown kind: {kind!r}")
+    kws = _keywords(rec)
+    expires = _expires(rec, tf)
+    if kind == RANGE:
+        rect = _field(rec, "rect")
+        if not isinstance(rect, list) or len(rect) != 4:
+            raise Invalid("mistyped field: rect must be an array of 4 numbers")
+        r = tuple(_as_number(v, "rect") for v in rect)
+        if r[0] > r[2] or r[1] > r[3]:
+            raise Invalid(f"inverted rect: {list(rect)} needs x1<=x2 and y1<=y2")
+        return Sub(seq, ident, t, RANGE, kws, match_all=_match(rec, "all"), rect=r, expires=expires)  # type: ignore[arg-type]
+    x, y = _point(rec, space)
+    k = _field(rec, "k")
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise Invalid(f"mistyped field: k must be an integer, got {_json_type(k)}")
+    if not 1 <= k <= MAX_K:
+        raise Invalid(f"k out of range: {k} (1..{MAX_K})")
+    if kind == KNN:
+        return Sub(seq, ident, t, KNN, kws, match_all=_match(rec, "any"), x=x, y=y, k=k, expires=expires)
+    alpha = _number(rec, "alpha")
+    if not 0.0 <= alpha <= 1.0:
+        raise Invalid(f"alpha outside [0, 1]: {alpha:g}")
+    return Sub(seq, ident, t, TOPK, kws, x=x, y=y, k=k, alpha=alpha,
+               weights=_weights(rec, kws), expires=expires)
+
+
+def _weights(rec: dict, kws: tuple[str, ...]) -> tuple[float, ...] | None:
+    if "weights" not in rec:
+        return None
+    raw = rec["weights"]
+    if not isinstance(raw, dict):
+        raise Invalid(f"mistyped field: weights must be an object, got {_json_type(raw)}")
+    given: dict[str, float] = {}
+    for key, v in raw.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise Invalid(f"mistyped field: weight of {key!r} must be a number")
+        try:
+            w = float(v)
+        except OverflowError:
+            w = math.inf
+        if not math.isfinite(w):
+            raise Invalid(f"non-finite weight: {key!r}")
+        if w <= 0:
+            raise Invalid(f"non-positive weight: {key!r} = {w:g}")
+        given[normalise(key)] = w  # keys normalise like keywords; a later duplicate wins
+    return tuple(given.get(w, 1.0) for w in kws)
+
+
+class Gate:
+    """Admits events in stream order; see the module docstring.
+
+    ``admit_line`` is O(line length); the active-id bookkeeping is O(log S) per
+    subscription with expiry.
+    """
+
+    def __init__(self, window: Window | str = "none", space: Space | None = None) -> None:
+        self.window = Window.parse(window) if isinstance(window, str) else window
+        self.space = space or Space()
+        self.last_t: float | None = None
+        self._active: dict[Any, float] = {}  # sub id -> expires (inf if none)
+        self._expiry: list[tuple[float, int, Any]] = []  # (expires, seq, id) heap
+        self._seq = 0
+
+    def admit_line(self, raw: bytes | None, line: int) -> Event | Rejection:
+        """One input line; ``raw is None`` means it was longer than MAX_LINE."""
+        if raw is None:
+            return Rejection(line, f"line longer than {MAX_LINE} bytes", "")
+        try:
+            rec = parse_line(raw)
+        except Invalid as exc:
+            return Rejection(line, str(exc), raw.decode("utf-8", "replace"))
+        return self.admit(rec, line, raw)
+
+    def admit(self, rec: Any, seq: int | None = None, raw: bytes | str | None = None) -> Event | Rejection:
+        """One parsed record at stream position ``seq`` (default: one after the last)."""
+        seq = self._seq + 1 if seq is None else seq
+        try:
+            if not isinstance(rec, dict):
+                raise Invalid(f"not an object: got a JSON {_json_type(rec)}")
+            ev = validate_record(rec, seq, self.window, self.space)
+            self._check_state(ev)
+        except Invalid as exc:
+            if raw is None:
+                text = json.dumps(rec, default=str)
+            elif isinstance(raw, bytes):
+                text = raw.decode("utf-8", "replace")
+            else:
+                text = raw
+            return Rejection(seq, str(exc), text)
+        self._accept(ev)
+        self._seq = seq
+        return ev
+
+    def _is_active(self, ident: Any, t: float) -> bool:
+        exp = self._active.get(ident)
+        return exp is not None and exp > t
+
+    def _check_state(self, ev: Event) -> None:
+        t = float(ev.t)
+        if self.last_t is not None and t < self.last_t:
+            raise Invalid(f"time going backwards: t={ev.t} after t={self.last_t:g}")
+        if isinstance(ev, Sub) and self._is_active(ev.id, t):
+            raise Invalid(f"duplicate active subscription id: {ev.id!r}")
+        if isinstance(ev, Unsub) and not self._is_active(ev.id, t):
+            raise Invalid(f"unknown unsub id: {ev.id!r} is not an active subscription")
+
+    def _accept(self, ev: Event) -> None:
+        t = float(ev.t)
+        self.last_t = t
+        while self._expiry and self._expiry[0][0] <= t:  # forget ended ids: memory stays O(active)
+            exp, _, ident = heapq.heappop(self._expiry)
+            if self._active.get(ident) == exp:
+                del self._active[ident]
+        if isinstance(ev, Sub):
+            exp = math.inf if ev.expires is None else ev.expires
+            self._active[ev.id] = exp
+            if ev.expires is not None:
+                heapq.heappush(self._expiry, (exp, ev.seq, ev.id))
+        elif isinstance(ev, Unsub):
+            del self._active[ev.id]

@@ -1,0 +1,1 @@
+"""The reference engine (SPEC.md made executable) and conformance helpers."""

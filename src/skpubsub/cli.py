@@ -1,0 +1,154 @@
+"""The ``skpubsub`` command line (SPEC section 4).
+
+Flags fall back to ``SKPUBSUB_*`` environment variables (e.g. ``SKPUBSUB_WINDOW``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .config import Space, Window
+from .engine import known_indexes, unknown_index
+
+PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
+
+
+class UsageError(Exception):
+    pass
+
+
+def _env(name: str, default: str | None) -> str | None:
+    return os.environ.get(f"SKPUBSUB_{name.upper()}", default)
+
+
+def _check_run_flags(a: argparse.Namespace) -> None:
+    if a.index not in known_indexes():
+        raise UsageError(unknown_index(a.index))
+    if a.partitioner is not None and a.partitioner not in PARTITIONERS:
+        raise UsageError(f"unknown partitioner {a.partitioner!r}; known: {', '.join(PARTITIONERS)}")
+    if a.engine not in ("local", "spark"):
+        raise UsageError(f"unknown engine {a.engine!r}; known: local, spark")
+    if a.engine == "spark":
+        raise UsageError("--engine spark: not yet (the Spark runtime is a later issue); use --engine local")
+    if a.workers != 1 or a.partitioner is not None:
+        raise UsageError("--workers/--partitioner: not yet (the multi-worker runtime is a later issue); "
+                         "run with one worker")
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from .runner import run
+
+    _check_run_flags(a)
+    if not Path(a.events).is_file():
+        raise UsageError(f"no such events file: {a.events}")
+    params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
+    m = run(a.events, a.out, window=a.window, space=a.space, index=a.index, **params)
+    print(_summary(m, a.out))
+    return 0
+
+
+def _summary(m: dict, out: str) -> str:
+    return (f"{m['accepted_total']} events accepted, {m['rejected_total']} rejected; "
+            f"{m['notifications']} notifications; {m['objects']} objects in {m['wall_seconds']:.2f} s "
+            f"= {m['objects_per_second'] or 0:,.0f} objects/s ({m['index']} index, window {m['window']})\n"
+            f"outputs in {out}/: results.jsonl notifications.jsonl rejected.jsonl metrics.json")
+
+
+def _workload_config(a: argparse.Namespace):
+    from .bench.workload import WorkloadConfig
+
+    return WorkloadConfig(dataset=a.dataset, objects=a.objects, subscriptions=a.subscriptions, kind=a.kind,
+                          match=a.match, kmax=a.kmax, range_size=a.range_size, sub_rate=a.sub_rate,
+                          unsub_rate=a.unsub_rate, objects_per_step=a.objects_per_step, seed=a.seed)
+
+
+def cmd_workload(a: argparse.Namespace) -> int:
+    from .bench.workload import generate, write_jsonl
+
+    cfg = _workload_config(a)
+    n = write_jsonl(generate(cfg), a.out)
+    print(f"wrote {n} events to {a.out}")
+    return 0
+
+
+def cmd_demo(a: argparse.Namespace) -> int:
+    """Generate a real-data workload and run it: the main job of ``make demo``."""
+    from .bench.workload import generate, write_jsonl
+    from .runner import run
+
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    events = out / "events.jsonl"
+    cfg = _workload_config(a)
+    print(f"generating {cfg.subscriptions} subscriptions + {cfg.objects} objects from {cfg.dataset} ...", flush=True)
+    n = write_jsonl(generate(cfg), events)
+    print(f"wrote {n} events to {events}; running the {a.index} engine, window {a.window} ...", flush=True)
+    m = run(events, out, window=a.window, index=a.index)
+    print(_summary(m, str(out)))
+    return 0
+
+
+def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: int, kind: str) -> None:
+    p.add_argument("--objects", type=int, default=objects)
+    p.add_argument("--subscriptions", type=int, default=subscriptions)
+    p.add_argument("--kind", default=kind, choices=["knn", "topk", "range", "mix"])
+    p.add_argument("--match", default="mix", choices=["all", "any", "mix"])
+    p.add_argument("--kmax", type=int, default=10)
+    p.add_argument("--range-size", type=float, default=1.0, help="side of range rectangles, degrees")
+    p.add_argument("--sub-rate", type=int, default=2, help="subscription inserts per time step")
+    p.add_argument("--unsub-rate", type=int, default=2, help="subscription deletes per time step")
+    p.add_argument("--objects-per-step", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="skpubsub", description="Spatial-keyword publish/subscribe engine")
+    sp = p.add_subparsers(dest="command", required=True)
+
+    r = sp.add_parser("run", help="run an event file (SPEC section 4)")
+    r.add_argument("events")
+    r.add_argument("--out", required=True)
+    r.add_argument("--window", default=_env("window", "none"))
+    r.add_argument("--space", default=_env("space", "-180,-90,180,90"))
+    r.add_argument("--engine", default=_env("engine", "local"))
+    r.add_argument("--workers", type=int, default=int(_env("workers", "1") or 1))
+    r.add_argument("--partitioner", default=_env("partitioner", None))
+    r.add_argument("--index", default=_env("index", "grid"))
+    r.add_argument("--grid", type=int, default=None, help="grid cells per side (grid index)")
+    r.set_defaults(func=cmd_run)
+
+    w = sp.add_parser("workload", help="build an event stream from a real dataset")
+    w.add_argument("dataset")
+    w.add_argument("--out", required=True)
+    _add_workload_args(w, objects=100_000, subscriptions=10_000, kind="mix")
+    w.set_defaults(func=cmd_workload)
+
+    d = sp.add_parser("demo", help="generate a GeoNames workload and run it (make demo)")
+    d.add_argument("--out", default="demo-out")
+    d.add_argument("--dataset", default="geonames-cities")
+    d.add_argument("--window", default="count:20000")
+    d.add_argument("--index", default="grid")
+    _add_workload_args(d, objects=30_000, subscriptions=10_000, kind="mix")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        if hasattr(a, "window"):
+            a.window = Window.parse(a.window)
+        if hasattr(a, "space"):
+            a.space = Space.parse(a.space)
+        return a.func(a)
+    except (UsageError, ValueError) as exc:
+        print(f"skpubsub: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,340 @@
+"""The indexed engine: applies validated events, owns the window, emits notifications.
+
+Per event (SPEC section 2): subscriptions and objects whose expiry is due leave
+first; then the event is applied; then one net notification per subscription
+whose result changed (or one match per range subscription), in registration
+order. Subscriptions and results live in columnar tables; the subscription
+index only filters, and candidates are verified here, vectorised per object.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .config import Space, Window
+from .index import INDEXES
+from .io.events import RANGE, Change, Event, Match, Notification, Pub, Sub, Unsub
+from .results.kbest import insert_newest, replace
+from .store.objects import AliveStore, ObjectTable
+from .subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
+from .vocab import Vocabulary
+
+
+class Engine:
+    """A single-node engine over one subscription index.
+
+    ``Engine(window="count:1000", space=Space(...), index="grid", grid=64)``;
+    extra keyword arguments go to the index. ``apply(events)`` returns the
+    notifications; ``results(id)`` / ``all_results()`` read current results.
+    """
+
+    def __init__(self, window: Window | str = "none", space: Space | None = None,
+                 index: str = "grid", **index_params: Any) -> None:
+        if index not in INDEXES:
+            raise ValueError(unknown_index(index))
+        self.window = Window.parse(window) if isinstance(window, str) else window
+        self.space = space or Space()
+        self.maxdist = self.space.maxdist
+        self.vocab = Vocabulary()
+        self.subs = SubTable()
+        self.objs = ObjectTable()
+        self.alive = AliveStore()
+        self.index = INDEXES[index](self.subs, self.vocab, self.space, **index_params)
+        self.name = index
+        self._sub_expiry: list[tuple[float, int, int]] = []  # (expires, seq, slot)
+        self._obj_expiry: list[tuple[float, int, int]] = []  # time window: (expiry, seq, slot)
+        self._fifo: deque[int] = deque()  # count window: alive slots, oldest first
+        self._holders: dict[int, list[int]] = {}  # object slot -> sub slots that took it (lazy)
+        self.stats = {"candidates": 0, "affected": 0, "objects": 0}
+        # Per-event scratch.
+        self._old: dict[int, list[int]] = {}
+        self._matches: list[tuple[int, int]] = []
+        self._unref: set[int] = set()
+
+    # -- driving -------------------------------------------------------------------
+    def apply(self, events: Iterable[Event]) -> list[Notification]:
+        out: list[Notification] = []
+        for ev in events:
+            out.extend(self._apply(ev))
+        return out
+
+    def _apply(self, ev: Event) -> list[Notification]:
+        now = float(ev.t)
+        self._expire_subs(now)
+        if self.window.kind == "time":
+            gone = []
+            while self._obj_expiry and self._obj_expiry[0][0] <= now:
+                gone.append(heapq.heappop(self._obj_expiry)[2])
+            if gone:
+                self._expire_objects(gone)
+        if isinstance(ev, Pub):
+            self._publish(ev)
+        elif isinstance(ev, Sub):
+            self._subscribe(ev)
+        else:
+            self._drop(self.subs.slot_of[ev.id])
+        out = self._notifications(ev.t)
+        for o in self._unref:
+            if self.objs.cols.refs[o] == 0 and not self.objs.cols.alive[o]:
+                self.objs.free(o)
+        self._unref.clear()
+        return out
+
+    def _touch(self, s: int) -> None:
+        """Remember a result before its first change in this event (for the net diff)."""
+        if s not in self._old:
+            self._old[s] = self.subs.result(s).tolist()
+
+    def _notifications(self, t: Any) -> list[Notification]:
+        c, ids, oids = self.subs.cols, self.subs.ids, self.objs.ids
+        items: list[tuple[int, Notification]] = []
+        for s, o in self._matches:
+            items.append((int(c.seq[s]), Match(ids[s], t, oids[o])))
+        for s, old in self._old.items():
+            if not c.active[s]:
+                continue  # ended during the event
+            new = self.subs.result(s).tolist()
+            before, after = set(old), set(new)
+            added = tuple(oids[o] for o in new if o not in before)
+            removed = tuple(oids[o] for o in old if o not in after)
+            if added or removed:
+                items.append((int(c.seq[s]), Change(ids[s], t, added, removed)))
+        self._old.clear()
+        self._matches.clear()
+        items.sort(key=lambda it: it[0])
+        return [n for _, n in items]
+
+    # -- subscriptions ---------------------------------------------------------------
+    def _subscribe(self, ev: Sub) -> None:
+        s = self.subs.add(ev, self.vocab.ids(ev.keywords))
+        if ev.kind != RANGE and self.window.retains:
+            self._touch(s)
+            self._refill(s)
+        self.index.insert(s)
+        if ev.expires is not None:
+            heapq.heappush(self._sub_expiry, (ev.expires, ev.seq, s))
+
+    def _expire_subs(self, now: float) -> None:
+        h, c = self._sub_expiry, self.subs.cols
+        while h and h[0][0] <= now:
+            _, seq, s = heapq.heappop(h)
+            if c.seq[s] == seq:  # not already unsubscribed
+                self._drop(s)
+
+    def _drop(self, s: int) -> None:
+        """End a subscription: O(k + postings)."""
+        self.index.delete(s)
+        if self.subs.cols.kind[s] != K_RANGE:
+            for o in self.subs.result(s).tolist():
+                self._release(o)
+        self._old.pop(s, None)
+        self.subs.remove(s)
+
+    def _release(self, o: int) -> None:
+        self.objs.cols.refs[o] -= 1
+        self._unref.add(o)
+
+    def _take(self, s: int, o: int) -> None:
+        self.objs.cols.refs[o] += 1
+        if self.window.retains:
+            self._holders.setdefault(o, []).append(s)
+
+    # -- objects -----------------------------------------------------------------------
+    def _publish(self, ev: Pub) -> None:
+        self.stats["objects"] += 1
+        kw = self.vocab.ids(ev.keywords)
+        self.vocab.count(kw)
+        w = self.window
+        if w.kind == "count" and len(self._fifo) == w.n:
+            self._expire_objects([self._fifo.popleft()])  # the oldest leaves as this one arrives
+        expiry = math.inf
+        if w.kind == "time":
+            expiry = ev.expires if ev.expires is not None else float(ev.t) + w.span
+        o = self.objs.add(ev, kw, expiry, alive=w.retains)
+        kw_arr = self.objs.keywords(o)
+        if w.retains:
+            self.alive.add(o, kw)
+            if w.kind == "count":
+                self._fifo.append(o)
+            else:
+                heapq.heappush(self._obj_expiry, (expiry, ev.seq, o))
+        cand = self.index.candidates(ev.x, ev.y, kw_arr)
+        self.stats["candidates"] += len(cand)
+        if len(cand):
+            self._verify(o, ev.x, ev.y, kw_arr, cand)
+        self._unref.add(o)
+
+    def _verify(self, o: int, x: float, y: float, kw_arr: np.ndarray, cand: np.ndarray) -> None:
+        """Filter candidates with vectorised predicates, then update the few that pass."""
+        c, t = self.subs.cols, self.subs
+        kind = c.kind[cand]
+        ok = self._keywords_ok(cand, kw_arr)
+        rng = kind == K_RANGE
+        inside = (c.rx1[cand] <= x) & (x <= c.rx2[cand]) & (c.ry1[cand] <= y) & (y <= c.ry2[cand])
+        for s in cand[rng & ok & inside].tolist():
+            self._matches.append((s, o))
+        ranked = ~rng & ok
+        if not ranked.any():
+            self.stats["affected"] += int((rng & ok & inside).sum())
+            return
+        cs = cand[ranked]
+        dx = x - c.x[cs]
+        dy = y - c.y[cs]
+        d2 = dx * dx + dy * dy  # scoring.dist2
+        key = d2.copy()
+        top = c.kind[cs] == K_TOPK
+        if top.any():
+            ts = cs[top]
+            wo = self.objs.cols.wo[o]
+            tsim = self._text_sim(ts, kw_arr, wo)
+            alpha = c.alpha[ts]
+            ssim = np.maximum(0.0, 1.0 - np.sqrt(d2[top]) / self.maxdist)
+            key[top] = -(alpha * ssim + (1.0 - alpha) * tsim)  # scoring.topk_key
+        enter = key <= c.kth[cs]
+        self.stats["affected"] += int((rng & ok & inside).sum()) + int(enter.sum())
+        for s, k in zip(cs[enter].tolist(), key[enter].tolist()):
+            self._touch(s)
+            self._take(s, o)
+            dropped = insert_newest(t, s, o, k)
+            if dropped >= 0:
+                self._release(dropped)
+            self.index.update(s)
+
+    def _keywords_ok(self, cand: np.ndarray, kw_arr: np.ndarray) -> np.ndarray:
+        """Keyword predicate: ``any`` subs hold by construction (found under a shared
+        keyword); ``all`` subs need every keyword in the object."""
+        c, pool = self.subs.cols, self.subs.kw.id
+        ok = np.ones(len(cand), dtype=np.bool_)
+        need = c.match_all[cand] & (c.kw_len[cand] > 1)
+        if need.any():
+            ns = cand[need]
+            off, ln = c.kw_off[ns], c.kw_len[ns]
+            good = np.ones(len(ns), dtype=np.bool_)
+            for j in range(int(ln.max())):
+                has = j < ln
+                kw = pool[off + np.minimum(j, ln - 1)]
+                good &= ~has | np.isin(kw, kw_arr)
+            ok[need] = good
+        return ok
+
+    def _text_sim(self, ts: np.ndarray, kw_arr: np.ndarray, wo: float) -> np.ndarray:
+        """scoring.text_sim vectorised: summed over each sub's keywords in order."""
+        c, pool = self.subs.cols, self.subs.kw
+        off, ln = c.kw_off[ts], c.kw_len[ts]
+        tsim = np.zeros(len(ts))
+        for j in range(int(ln.max())):
+            idx = off + np.minimum(j, ln - 1)
+            shared = (j < ln) & np.isin(pool.id[idx], kw_arr)
+            tsim = tsim + np.where(shared, pool.ws[idx] * wo, 0.0)
+        return tsim
+
+    def _expire_objects(self, gone: list[int]) -> None:
+        """Objects leave the window; results that held them are recomputed once each."""
+        oc = self.objs.cols
+        refill: set[int] = set()
+        for o in gone:
+            oc.alive[o] = False
+            self.alive.remove(o, self.objs.keywords(o).tolist())
+            self._unref.add(o)
+            for s in self._holders.pop(o, ()):
+                if self.subs.cols.active[s] and o in self.subs.result(s):
+                    refill.add(s)
+        for s in sorted(refill):
+            self._touch(s)
+            self._refill(s)
+            self.index.update(s)
+
+    def _refill(self, s: int) -> None:
+        """Recompute a k-best list from the alive objects: O(posting sizes)."""
+        c = self.subs.cols
+        kws = self.subs.keywords(s)
+        if c.kind[s] == K_KNN and c.match_all[s]:
+            objs = self.alive.having_all(kws.tolist())
+        else:
+            objs = self.alive.having_any(kws.tolist())
+        oc = self.objs.cols
+        dx = oc.x[objs] - c.x[s]
+        dy = oc.y[objs] - c.y[s]
+        d2 = dx * dx + dy * dy
+        if c.kind[s] == K_TOPK:
+            off = int(c.kw_off[s])
+            wo = oc.wo[objs]
+            tsim = np.zeros(len(objs))
+            for j, w in enumerate(kws.tolist()):
+                tsim = tsim + np.where(self.alive.contains(objs, w), self.subs.kw.ws[off + j] * wo, 0.0)
+            alpha = c.alpha[s]
+            key = -(alpha * np.maximum(0.0, 1.0 - np.sqrt(d2) / self.maxdist) + (1.0 - alpha) * tsim)
+        else:
+            key = d2
+        order = np.lexsort((-oc.seq[objs], key))[: int(c.k[s])]
+        for o in self.subs.result(s).tolist():
+            self._release(o)
+        new = objs[order]
+        for o in new.tolist():
+            self._take(s, o)
+        replace(self.subs, s, new, key[order])
+
+    # -- queries -------------------------------------------------------------------------
+    def results(self, sub_id: Any) -> list[Any] | None:
+        """Object ids of an active kNN/top-k subscription's result, in rank order."""
+        s = self.subs.slot_of.get(sub_id)
+        if s is None or self.subs.cols.kind[s] == K_RANGE:
+            return None
+        return [self.objs.ids[o] for o in self.subs.result(s).tolist()]
+
+    def all_results(self) -> list[tuple[Any, list[Any]]]:
+        """(id, result ids) of every active kNN/top-k subscription, in registration order."""
+        c = self.subs.cols
+        slots = np.flatnonzero(c.active[: c.top] & (c.kind[: c.top] != K_RANGE))
+        slots = slots[np.argsort(c.seq[slots])]
+        return [(self.subs.ids[s], [self.objs.ids[o] for o in self.subs.result(s).tolist()])
+                for s in slots.tolist()]
+
+    @property
+    def nbytes(self) -> int:
+        """Index + subscription/result + object memory (bytes, approximate for Python sets)."""
+        return self.index.nbytes + self.subs.nbytes + self.objs.nbytes
+
+    def _check(self) -> None:
+        """Invariants: results ranked, kth consistent, refcounts match, index exact."""
+        c, oc = self.subs.cols, self.objs.cols
+        refs = np.zeros(oc.capacity, dtype=np.int64)
+        for s in np.flatnonzero(c.active[: c.top]).tolist():
+            if c.kind[s] == K_RANGE:
+                continue
+            off, n, k = int(c.res_off[s]), int(c.res_n[s]), int(c.k[s])
+            keys = self.subs.res.key[off:off + n]
+            objs = self.subs.res.obj[off:off + n]
+            assert n <= k
+            assert np.all(np.diff(keys) >= 0), "result not ranked"
+            assert c.kth[s] == (keys[-1] if n == k else math.inf)
+            np.add.at(refs, objs, 1)
+            if self.window.retains:
+                assert oc.alive[objs].all(), "result holds a dead object"
+        assert np.array_equal(refs[: oc.top], oc.refs[: oc.top]), "refcounts drifted"
+        self.index._check()
+
+
+def unknown_index(name: str) -> str:
+    return f"unknown index {name!r}; known: {', '.join(known_indexes())}"
+
+
+def known_indexes() -> list[str]:
+    return ["reference", *INDEXES]
+
+
+def make_engine(index: str = "grid", window: Window | str = "none", space: Space | None = None,
+                **params: Any):
+    """An engine by index name; ``reference`` is the brute-force oracle."""
+    if index == "reference":
+        from .testing.reference import ReferenceEngine
+        return ReferenceEngine(window, space)
+    if index not in INDEXES:
+        raise ValueError(unknown_index(index))
+    return Engine(window, space, index=index, **params)

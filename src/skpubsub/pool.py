@@ -1,0 +1,99 @@
+"""Columnar storage helpers: growable struct-of-arrays tables and a segment pool."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+
+class Columns:
+    """A growable struct of arrays addressed by integer slots, with a free list.
+
+    ``add()`` is amortised O(1) (capacity doubles); ``free(slot)`` is O(1).
+    Columns are plain attributes, so hot code reads ``table.x[slots]`` directly.
+    """
+
+    def __init__(self, spec: dict[str, tuple[type | str, object]], capacity: int = 1024) -> None:
+        self._spec = spec
+        self.capacity = capacity
+        for name, (dtype, fill) in spec.items():
+            setattr(self, name, np.full(capacity, fill, dtype=dtype))
+        self.top = 0
+        self._free: list[int] = []
+        self.count = 0
+
+    def add(self) -> int:
+        if self._free:
+            slot = self._free.pop()
+        else:
+            if self.top == self.capacity:
+                self._grow()
+            slot = self.top
+            self.top += 1
+        self.count += 1
+        return slot
+
+    def free(self, slot: int) -> None:
+        for name, (_, fill) in self._spec.items():
+            getattr(self, name)[slot] = fill
+        self._free.append(slot)
+        self.count -= 1
+
+    def _grow(self) -> None:
+        new_cap = self.capacity * 2
+        for name, (dtype, fill) in self._spec.items():
+            old = getattr(self, name)
+            arr = np.full(new_cap, fill, dtype=dtype)
+            arr[: self.capacity] = old
+            setattr(self, name, arr)
+        self.capacity = new_cap
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in self._spec)
+
+
+class SegmentPool:
+    """Variable-length segments (keyword lists, k-best lists) in shared flat arrays.
+
+    Freed segments are reused by later segments of the same length (k and keyword
+    counts repeat), so no compaction is needed. ``alloc``/``release`` are O(1)
+    amortised.
+    """
+
+    def __init__(self, spec: dict[str, type | str], capacity: int = 4096) -> None:
+        self._spec = spec
+        self.capacity = capacity
+        for name, dtype in spec.items():
+            setattr(self, name, np.zeros(capacity, dtype=dtype))
+        self.top = 0
+        self._free: defaultdict[int, list[int]] = defaultdict(list)
+        self.used = 0
+
+    def alloc(self, n: int) -> int:
+        self.used += n
+        spare = self._free.get(n)
+        if spare:
+            return spare.pop()
+        while self.top + n > self.capacity:
+            self._grow()
+        off = self.top
+        self.top += n
+        return off
+
+    def release(self, off: int, n: int) -> None:
+        self.used -= n
+        self._free[n].append(off)
+
+    def _grow(self) -> None:
+        new_cap = self.capacity * 2
+        for name, dtype in self._spec.items():
+            arr = np.zeros(new_cap, dtype=dtype)
+            arr[: self.capacity] = getattr(self, name)
+            setattr(self, name, arr)
+        self.capacity = new_cap
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self, name).nbytes for name in self._spec)

@@ -1,0 +1,1 @@
+"""Result maintenance: k-best lists kept in a subscription table's result pool."""

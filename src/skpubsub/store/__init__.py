@@ -1,0 +1,1 @@
+"""Objects: the columnar object table and the index over alive objects used for refills."""

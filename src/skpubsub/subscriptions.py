@@ -1,0 +1,84 @@
+"""The subscription table: one slot per active subscription, columns not objects."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .io.events import KNN, RANGE, TOPK, Sub
+from .pool import Columns, SegmentPool
+from .scoring import unit_weights
+
+KIND_CODE = {RANGE: 0, KNN: 1, TOPK: 2}
+K_RANGE, K_KNN, K_TOPK = 0, 1, 2
+
+
+class SubTable:
+    """Columnar subscriptions; keyword ids + unit weights in one pool, k-best lists in another.
+
+    ``kth`` is the ranking key of the k-th result (``inf`` while fewer than k):
+    an arriving object enters the result iff its key is ``<= kth``, since it is
+    published later than every member and wins ties.
+    """
+
+    def __init__(self) -> None:
+        self.cols = Columns({
+            "active": (np.bool_, False), "kind": (np.int8, 0), "match_all": (np.bool_, False),
+            "x": (np.float64, 0.0), "y": (np.float64, 0.0),
+            "rx1": (np.float64, 0.0), "ry1": (np.float64, 0.0), "rx2": (np.float64, 0.0), "ry2": (np.float64, 0.0),
+            "k": (np.int32, 0), "alpha": (np.float64, 0.0), "seq": (np.int64, -1),
+            "expires": (np.float64, math.inf), "kw_off": (np.int64, 0), "kw_len": (np.int32, 0),
+            "res_off": (np.int64, 0), "res_n": (np.int32, 0), "kth": (np.float64, math.inf),
+        })
+        self.kw = SegmentPool({"id": np.int32, "ws": np.float64})
+        self.res = SegmentPool({"obj": np.int64, "key": np.float64})
+        self.ids: list[object] = []
+        self.slot_of: dict[object, int] = {}
+
+    def add(self, ev: Sub, kw_ids: list[int]) -> int:
+        c = self.cols
+        s = c.add()
+        if s == len(self.ids):
+            self.ids.append(ev.id)
+        else:
+            self.ids[s] = ev.id
+        self.slot_of[ev.id] = s
+        c.active[s] = True
+        c.kind[s] = KIND_CODE[ev.kind]
+        c.match_all[s] = ev.match_all
+        c.seq[s] = ev.seq
+        c.expires[s] = math.inf if ev.expires is None else ev.expires
+        n = len(kw_ids)
+        off = self.kw.alloc(n)
+        self.kw.id[off:off + n] = kw_ids
+        c.kw_off[s], c.kw_len[s] = off, n
+        if ev.kind == RANGE:
+            c.rx1[s], c.ry1[s], c.rx2[s], c.ry2[s] = ev.rect  # type: ignore[misc]
+        else:
+            c.x[s], c.y[s], c.k[s], c.alpha[s] = ev.x, ev.y, ev.k, ev.alpha
+            self.kw.ws[off:off + n] = unit_weights(ev.weights, n)
+            c.res_off[s] = self.res.alloc(ev.k)
+        return s
+
+    def remove(self, s: int) -> None:
+        c = self.cols
+        self.kw.release(int(c.kw_off[s]), int(c.kw_len[s]))
+        if c.kind[s] != K_RANGE:
+            self.res.release(int(c.res_off[s]), int(c.k[s]))
+        del self.slot_of[self.ids[s]]
+        self.ids[s] = None
+        c.free(s)
+
+    def keywords(self, s: int) -> np.ndarray:
+        off = self.cols.kw_off[s]
+        return self.kw.id[off:off + self.cols.kw_len[s]]
+
+    def result(self, s: int) -> np.ndarray:
+        """Object slots of the k-best list, rank order (a view)."""
+        off = self.cols.res_off[s]
+        return self.res.obj[off:off + self.cols.res_n[s]]
+
+    @property
+    def nbytes(self) -> int:
+        return self.cols.nbytes + self.kw.nbytes + self.res.nbytes

@@ -17,12 +17,13 @@ def read_lines(f: BinaryIO, limit: int = MAX_LINE) -> Iterator[tuple[int, bytes 
     """
     n = 0
     while True:
-        line = f.readline(limit + 1)
+        line = f.readline(limit + 2)  # room for the content and "\r\n"
         if not line:
             return
         n += 1
         if line.endswith(b"\n"):
-            yield n, line[:-1].removesuffix(b"\r")
+            body = line[:-1].removesuffix(b"\r")
+            yield n, (body if len(body) <= limit else None)
             continue
         if len(line) <= limit:  # last line of the file, no newline
             yield n, line

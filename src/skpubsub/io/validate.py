@@ -45,6 +45,8 @@ def parse_line(raw: bytes) -> dict:
         raise Invalid(f"not JSON: {exc.msg} at column {exc.colno}") from None
     except RecursionError:
         raise Invalid("not JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal over Python's digit limit
+        raise Invalid(f"not JSON: {exc}") from None
     if not isinstance(value, dict):
         raise Invalid(f"not an object: got a JSON {_json_type(value)}")
     return value
@@ -219,7 +221,7 @@ class Gate:
     def __init__(self, window: Window | str = "none", space: Space | None = None) -> None:
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
-        self.last_t: float | None = None
+        self.last_t: int | float | None = None
         self._active: dict[Any, float] = {}  # sub id -> expires (inf if none)
         self._expiry: list[tuple[float, int, Any]] = []  # (expires, seq, id) heap
         self._seq = 0
@@ -260,8 +262,8 @@ class Gate:
 
     def _check_state(self, ev: Event) -> None:
         t = float(ev.t)
-        if self.last_t is not None and t < self.last_t:
-            raise Invalid(f"time going backwards: t={ev.t} after t={self.last_t:g}")
+        if self.last_t is not None and ev.t < self.last_t:  # exact, also for huge integers
+            raise Invalid(f"time going backwards: t={ev.t} after t={self.last_t}")
         if isinstance(ev, Sub) and self._is_active(ev.id, t):
             raise Invalid(f"duplicate active subscription id: {ev.id!r}")
         if isinstance(ev, Unsub) and not self._is_active(ev.id, t):
@@ -269,7 +271,7 @@ class Gate:
 
     def _accept(self, ev: Event) -> None:
         t = float(ev.t)
-        self.last_t = t
+        self.last_t = ev.t
         while self._expiry and self._expiry[0][0] <= t:  # forget ended ids: memory stays O(active)
             exp, _, ident = heapq.heappop(self._expiry)
             if self._active.get(ident) == exp:

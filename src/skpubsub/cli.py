@@ -99,8 +99,8 @@ def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: 
     p.add_argument("--match", default="mix", choices=["all", "any", "mix"])
     p.add_argument("--kmax", type=int, default=10)
     p.add_argument("--range-size", type=float, default=1.0, help="side of range rectangles, degrees")
-    p.add_argument("--sub-rate", type=int, default=2, help="subscription inserts per time step")
-    p.add_argument("--unsub-rate", type=int, default=2, help="subscription deletes per time step")
+    p.add_argument("--sub-rate", type=float, default=2, help="subscription inserts per time step")
+    p.add_argument("--unsub-rate", type=float, default=2, help="subscription deletes per time step")
     p.add_argument("--objects-per-step", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
 

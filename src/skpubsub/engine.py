@@ -251,23 +251,24 @@ class Engine:
             self.index.update(s)
 
     def _refill(self, s: int) -> None:
-        """Recompute a k-best list from the alive objects: O(posting sizes)."""
-        c = self.subs.cols
-        kws = self.subs.keywords(s)
+        """Recompute a k-best list from the alive objects: O(P log P), P the postings read."""
+        c, oc = self.subs.cols, self.objs.cols
+        kws = self.subs.keywords(s).tolist()
         if c.kind[s] == K_KNN and c.match_all[s]:
-            objs = self.alive.having_all(kws.tolist())
+            objs = self.alive.having_all(kws)
         else:
-            objs = self.alive.having_any(kws.tolist())
-        oc = self.objs.cols
+            postings = [self.alive.posting(w) for w in kws]
+            objs = np.unique(np.concatenate(postings))
         dx = oc.x[objs] - c.x[s]
         dy = oc.y[objs] - c.y[s]
-        d2 = dx * dx + dy * dy
+        d2 = dx * dx + dy * dy  # scoring.dist2
         if c.kind[s] == K_TOPK:
+            # scoring.text_sim: per object, summed over the sub's keywords in order.
             off = int(c.kw_off[s])
-            wo = oc.wo[objs]
             tsim = np.zeros(len(objs))
-            for j, w in enumerate(kws.tolist()):
-                tsim = tsim + np.where(self.alive.contains(objs, w), self.subs.kw.ws[off + j] * wo, 0.0)
+            for j, p in enumerate(postings):
+                at = np.searchsorted(objs, p)
+                tsim[at] = tsim[at] + self.subs.kw.ws[off + j] * oc.wo[p]
             alpha = c.alpha[s]
             key = -(alpha * np.maximum(0.0, 1.0 - np.sqrt(d2) / self.maxdist) + (1.0 - alpha) * tsim)
         else:

@@ -30,7 +30,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -275,6 +275,14 @@ def _postal_block_fast(lines: list[str]) -> list[tuple[str, str, str, str, str, 
     return found if len(found) == len(lines) else None
 
 
+def _postal_rows_fast(block: list[tuple[str, str, str, str, str, str]]) -> Iterator[tuple[Any, ...]]:
+    for i, (cc, pc, city, state, lat, lon) in enumerate(block):
+        try:
+            yield i, cc, pc, city, state, float(lat), float(lon)
+        except ValueError:
+            continue
+
+
 def _postal_block_json(lines: list[str]) -> Iterator[tuple[int, Any, Any, Any, Any, Any, Any]]:
     for i, line in enumerate(lines):
         if not line.strip():
@@ -313,7 +321,6 @@ def _load_postal(path: Path, limit: int | None, max_keywords: int):
             t = tok_cache[s] = split_text(s)
         return t
 
-    to_float: Callable[[Any], float] = float
     hint = 1 << 22 if limit is None else max(1 << 12, min(1 << 22, 256 * limit))
     line_no = 0
     with _open_text_gz(path) as f:
@@ -321,28 +328,27 @@ def _load_postal(path: Path, limit: int | None, max_keywords: int):
             lines = f.readlines(hint)
             if not lines:
                 break
-            if lines[-1] and not lines[-1].endswith("\n"):
+            if not lines[-1].endswith("\n"):
                 lines[-1] += "\n"  # the regex wants every line closed
             block = _postal_block_fast(lines)
-            fast = block is not None
-            rows: Any = ((i, *r) for i, r in enumerate(block)) if fast else _postal_block_json(lines)
-            for i, cc, pc, city, state, lat, lon in rows:
-                if fast:
-                    try:
-                        x, y = to_float(lon), to_float(lat)
-                    except ValueError:
+            rows = _postal_rows_fast(block) if block is not None else _postal_block_json(lines)
+            for i, cc, pc, city, state, y, x in rows:
+                if type(x) is float and type(y) is float:
+                    if not (-180.0 <= x <= 180.0 and -90.0 <= y <= 90.0):  # NaN, inf fail too
                         continue
-                else:
-                    x, y = lon, lat
-                if not _valid_point(x, y):
+                elif not _valid_point(x, y):
                     continue
                 hk = (city, state, cc)
                 head = head_cache.get(hk)  # type: ignore[arg-type]
                 if head is None:
                     head = tuple(dict.fromkeys(toks(city) + toks(state) + toks(cc)))
                     head_cache[hk] = head  # type: ignore[index]
-                tail = toks(pc)
-                words = tuple(dict.fromkeys(head + tail)) if tail else head
+                if type(pc) is str and pc.isascii() and pc.isalnum():
+                    code = pc.lower()  # what split_text gives for a plain ASCII code
+                    words = head if code in head else head + (code,)
+                else:
+                    tail = toks(pc)
+                    words = tuple(dict.fromkeys(head + tail)) if tail else head
                 if not words:
                     continue
                 if len(words) > max_keywords:

@@ -4,10 +4,13 @@ Every subscription is posted, under its keywords, in the cells its region
 overlaps: a range subscription's rectangle; a kNN subscription's ball of radius
 ``sqrt(kth)``; a top-k subscription's disk where an object could still reach the
 k-th score. A subscription with fewer than k results (or a region covering more
-than ``global_fraction`` of the cells) sits in a per-keyword global list instead.
+than ``max_cells`` cells) sits in a per-keyword global list instead.
 ``all``-keyword subscriptions are posted only under their least frequent keyword
 (any matching object must carry it; PS2Stream's GI² rule); ``any`` and top-k
-under each keyword. Regions follow the results: ``update`` re-posts a slot.
+under each keyword. Regions follow the results: ``update`` re-posts a slot at
+once when its region grows, and lazily when it shrinks (only once the posted
+box has over ``shrink`` times the cells needed): a posted region that is too
+big only adds candidates, which verification rejects.
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ class GridIndex:
     name = "grid"
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 64,
-                 global_fraction: float = 0.25) -> None:
+                 max_cells: int = 64, shrink: int = 4) -> None:
         self.subs, self.vocab, self.space = subs, vocab, space
         self.g = int(grid)
         self.cw = (space.x2 - space.x1) / self.g
         self.ch = (space.y2 - space.y1) / self.g
-        self.max_cells = max(1, int(global_fraction * self.g * self.g))
+        self.max_cells = max(1, int(max_cells))
+        self.shrink = shrink
         self.maxdist = space.maxdist
         self.cells: dict[int, set[int]] = {}  # kw * g*g + cell -> slots
         self.glob: dict[int, set[int]] = {}  # kw -> slots
@@ -63,12 +67,10 @@ class GridIndex:
             if kind == K_KNN:
                 r = math.sqrt(kth)
             else:  # top-k: alpha*(1 - d/MaxDist) + (1 - alpha)*1 >= score  =>  d <= MaxDist*(1-score)/alpha
-                alpha = c.alpha[s]
-                if alpha <= 0.0:
+                alpha, room = c.alpha[s], (1.0 + kth) + _SLACK  # room = 1 - score, widened
+                if room >= alpha:  # r >= MaxDist (also alpha == 0): anywhere may qualify
                     return _GLOBAL
-                r = self.maxdist * ((1.0 + kth) + _SLACK) / alpha
-                if r >= self.maxdist:
-                    return _GLOBAL
+                r = self.maxdist * room / alpha
             r = r * (1.0 + _SLACK) + _SLACK
             x1, y1, x2, y2 = c.x[s] - r, c.y[s] - r, c.x[s] + r, c.y[s] + r
         box = (self._cx(x1), self._cy(y1), self._cx(x2), self._cy(y2))
@@ -129,12 +131,13 @@ class GridIndex:
         w.cx1[s] = w.cy1[s] = w.cx2[s] = w.cy2[s] = w.kw[s] = -1
 
     def update(self, s: int) -> None:
-        """Re-post only when the region's cell box changed."""
+        """Re-post when the region outgrew its posted box, or shrank well inside it."""
         box = self._box(s)
         old, kws = self._posted(s)
-        if box != old:
-            self._post(s, old, kws, False)
-            self._place(s, box, kws)
+        if box == old or (_covers(old, box) and _cells(old, self.g) <= self.shrink * _cells(box, self.g)):
+            return
+        self._post(s, old, kws, False)
+        self._place(s, box, kws)
 
     def candidates(self, x: float, y: float, kw_ids) -> np.ndarray:
         """O(sum of the posting sizes read)."""
@@ -167,7 +170,7 @@ class GridIndex:
         gg = self.g * self.g
         for s in np.flatnonzero(c.active[: c.top]).tolist():
             box, kws = self._posted(s)
-            assert box == self._box(s), ("stale region", s, box, self._box(s))
+            assert _covers(box, self._box(s)), ("posted box misses part of the region", s, box, self._box(s))
             if box == _GLOBAL:
                 keys = [("g", w) for w in kws]
             else:
@@ -177,3 +180,17 @@ class GridIndex:
                 expect.setdefault(key, set()).add(s)
         actual = {("c", k): v for k, v in self.cells.items()} | {("g", k): v for k, v in self.glob.items()}
         assert actual == expect, "postings differ from the slots' regions"
+
+
+def _covers(outer: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
+    if outer == _GLOBAL:
+        return True
+    if inner == _GLOBAL:
+        return False
+    return outer[0] <= inner[0] and outer[1] <= inner[1] and inner[2] <= outer[2] and inner[3] <= outer[3]
+
+
+def _cells(box: tuple[int, int, int, int], g: int) -> int:
+    if box == _GLOBAL:
+        return g * g
+    return (box[2] - box[0] + 1) * (box[3] - box[1] + 1)

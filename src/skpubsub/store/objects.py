@@ -82,23 +82,19 @@ class AliveStore:
                 del self.postings[w]
         self.count -= 1
 
-    def having_all(self, kw_ids) -> np.ndarray:
-        """Alive object slots carrying every keyword (scans the rarest posting)."""
-        lists = [self.postings.get(w, ()) for w in kw_ids]
-        lists.sort(key=len)
-        first, rest = lists[0], lists[1:]
-        return np.fromiter((o for o in first if all(o in p for p in rest)), dtype=np.int64)
-
-    def having_any(self, kw_ids) -> np.ndarray:
-        """Alive object slots carrying at least one keyword."""
-        lists = [self.postings[w] for w in kw_ids if w in self.postings]
-        if not lists:
+    def posting(self, kw: int) -> np.ndarray:
+        """Alive object slots carrying ``kw``, sorted: O(n log n) in the posting size."""
+        p = self.postings.get(kw)
+        if not p:
             return np.empty(0, dtype=np.int64)
-        if len(lists) == 1:
-            return np.fromiter(lists[0], dtype=np.int64, count=len(lists[0]))
-        return np.fromiter(set().union(*lists), dtype=np.int64)
+        return np.sort(np.fromiter(p, dtype=np.int64, count=len(p)))
 
-    def contains(self, slots: np.ndarray, kw: int) -> np.ndarray:
-        """Mask of ``slots`` whose object carries keyword ``kw``."""
-        p = self.postings.get(kw, ())
-        return np.fromiter((o in p for o in slots.tolist()), dtype=np.bool_, count=len(slots))
+    def having_all(self, kw_ids) -> np.ndarray:
+        """Sorted alive object slots carrying every keyword (rarest posting first)."""
+        lists = sorted((self.postings.get(w, ()) for w in kw_ids), key=len)
+        if not lists[0]:
+            return np.empty(0, dtype=np.int64)
+        out = np.fromiter(lists[0], dtype=np.int64, count=len(lists[0]))
+        for p in lists[1:]:
+            out = out[np.fromiter((o in p for o in out.tolist()), dtype=np.bool_, count=len(out))]
+        return np.sort(out)

@@ -92,6 +92,15 @@ def cmd_demo(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(a: argparse.Namespace) -> int:
+    from .bench.compare import main as bench_main
+
+    for ix in a.indexes.split(","):
+        if ix not in known_indexes():
+            raise UsageError(unknown_index(ix))
+    return bench_main(a.events, a.indexes, a.window, a.space, a.repeat, a.max_events, a.json)
+
+
 def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: int, kind: str) -> None:
     p.add_argument("--objects", type=int, default=objects)
     p.add_argument("--subscriptions", type=int, default=subscriptions)
@@ -126,6 +135,16 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--out", required=True)
     _add_workload_args(w, objects=100_000, subscriptions=10_000, kind="mix")
     w.set_defaults(func=cmd_workload)
+
+    b = sp.add_parser("bench", help="engines side by side on one event file (median, ratio to the first)")
+    b.add_argument("events")
+    b.add_argument("--indexes", default="reference,grid", help="comma-separated; the first is the baseline")
+    b.add_argument("--window", default=_env("window", "none"))
+    b.add_argument("--space", default=_env("space", "-180,-90,180,90"))
+    b.add_argument("--repeat", type=int, default=3)
+    b.add_argument("--max-events", type=int, default=None, help="only the first N valid events")
+    b.add_argument("--json", default=None, help="also write the report here")
+    b.set_defaults(func=cmd_bench)
 
     d = sp.add_parser("demo", help="generate a GeoNames workload and run it (make demo)")
     d.add_argument("--out", default="demo-out")

@@ -56,6 +56,7 @@ class Engine:
         self._old: dict[int, list[int]] = {}
         self._matches: list[tuple[int, int]] = []
         self._unref: set[int] = set()
+        self._mark = np.zeros(0, dtype=np.bool_)  # keyword id -> carried by the object being verified
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
@@ -167,14 +168,18 @@ class Engine:
         cand = self.index.candidates(ev.x, ev.y, kw_arr)
         self.stats["candidates"] += len(cand)
         if len(cand):
+            if len(self._mark) < len(self.vocab):
+                self._mark = np.zeros(2 * len(self.vocab), dtype=np.bool_)
+            self._mark[kw_arr] = True  # O(1) "keyword in object" lookups while verifying
             self._verify(o, ev.x, ev.y, kw_arr, cand)
+            self._mark[kw_arr] = False
         self._unref.add(o)
 
     def _verify(self, o: int, x: float, y: float, kw_arr: np.ndarray, cand: np.ndarray) -> None:
         """Filter candidates with vectorised predicates, then update the few that pass."""
         c, t = self.subs.cols, self.subs
         kind = c.kind[cand]
-        ok = self._keywords_ok(cand, kw_arr)
+        ok = self._keywords_ok(cand)
         rng = kind == K_RANGE
         inside = (c.rx1[cand] <= x) & (x <= c.rx2[cand]) & (c.ry1[cand] <= y) & (y <= c.ry2[cand])
         for s in cand[rng & ok & inside].tolist():
@@ -192,7 +197,7 @@ class Engine:
         if top.any():
             ts = cs[top]
             wo = self.objs.cols.wo[o]
-            tsim = self._text_sim(ts, kw_arr, wo)
+            tsim = self._text_sim(ts, wo)
             alpha = c.alpha[ts]
             ssim = np.maximum(0.0, 1.0 - np.sqrt(d2[top]) / self.maxdist)
             key[top] = -(alpha * ssim + (1.0 - alpha) * tsim)  # scoring.topk_key
@@ -206,7 +211,7 @@ class Engine:
                 self._release(dropped)
             self.index.update(s)
 
-    def _keywords_ok(self, cand: np.ndarray, kw_arr: np.ndarray) -> np.ndarray:
+    def _keywords_ok(self, cand: np.ndarray) -> np.ndarray:
         """Keyword predicate: ``any`` subs hold by construction (found under a shared
         keyword); ``all`` subs need every keyword in the object."""
         c, pool = self.subs.cols, self.subs.kw.id
@@ -219,18 +224,18 @@ class Engine:
             for j in range(int(ln.max())):
                 has = j < ln
                 kw = pool[off + np.minimum(j, ln - 1)]
-                good &= ~has | np.isin(kw, kw_arr)
+                good &= ~has | self._mark[kw]
             ok[need] = good
         return ok
 
-    def _text_sim(self, ts: np.ndarray, kw_arr: np.ndarray, wo: float) -> np.ndarray:
+    def _text_sim(self, ts: np.ndarray, wo: float) -> np.ndarray:
         """scoring.text_sim vectorised: summed over each sub's keywords in order."""
         c, pool = self.subs.cols, self.subs.kw
         off, ln = c.kw_off[ts], c.kw_len[ts]
         tsim = np.zeros(len(ts))
         for j in range(int(ln.max())):
             idx = off + np.minimum(j, ln - 1)
-            shared = (j < ln) & np.isin(pool.id[idx], kw_arr)
+            shared = (j < ln) & self._mark[pool.id[idx]]
             tsim = tsim + np.where(shared, pool.ws[idx] * wo, 0.0)
         return tsim
 

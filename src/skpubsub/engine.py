@@ -57,15 +57,35 @@ class Engine:
         self._matches: list[tuple[int, int]] = []
         self._unref: set[int] = set()
         self._mark = np.zeros(0, dtype=np.bool_)  # keyword id -> carried by the object being verified
+        # Compiled publish path (fastpath.py): per-slot visit stamps, objects it expired.
+        self._stamp = np.zeros(0, dtype=np.int64)
+        self._stamp_base = 0
+        self._dead: list[int] = []
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
         out: list[Notification] = []
+        if not getattr(self.index, "compiled", False):
+            for ev in events:
+                out.extend(self._apply(ev))
+            return out
+        from .fastpath import publish_pubs
+
+        run: list[Pub] = []
         for ev in events:
+            if isinstance(ev, Pub):
+                run.append(ev)
+                continue
+            if run:
+                publish_pubs(self, run, out)
+                run = []
             out.extend(self._apply(ev))
+        if run:
+            publish_pubs(self, run, out)
         return out
 
-    def _apply(self, ev: Event) -> list[Notification]:
+    def _apply(self, ev: Event, slot: int | None = None) -> list[Notification]:
+        """One event on the plain path (``slot``: the pub's object, if already added)."""
         now = float(ev.t)
         self._expire_subs(now)
         if self.window.kind == "time":
@@ -75,7 +95,7 @@ class Engine:
             if gone:
                 self._expire_objects(gone)
         if isinstance(ev, Pub):
-            self._publish(ev)
+            self._publish(ev, self._add_object(ev) if slot is None else slot)
         elif isinstance(ev, Sub):
             self._subscribe(ev)
         else:
@@ -147,24 +167,28 @@ class Engine:
             self._holders.setdefault(o, []).append(s)
 
     # -- objects -----------------------------------------------------------------------
-    def _publish(self, ev: Pub) -> None:
+    def _add_object(self, ev: Pub) -> int:
+        """The object's slot in the table (alive under a retaining window); O(keywords)."""
         self.stats["objects"] += 1
         kw = self.vocab.ids(ev.keywords)
         self.vocab.count(kw)
         w = self.window
-        if w.kind == "count" and len(self._fifo) == w.n:
-            self._expire_objects([self._fifo.popleft()])  # the oldest leaves as this one arrives
         expiry = math.inf
         if w.kind == "time":
             expiry = ev.expires if ev.expires is not None else float(ev.t) + w.span
-        o = self.objs.add(ev, kw, expiry, alive=w.retains)
+        return self.objs.add(ev, kw, expiry, alive=w.retains)
+
+    def _publish(self, ev: Pub, o: int) -> None:
+        w = self.window
+        if w.kind == "count" and len(self._fifo) == w.n:
+            self._expire_objects([self._fifo.popleft()])  # the oldest leaves as this one arrives
         kw_arr = self.objs.keywords(o)
         if w.retains:
-            self.alive.add(o, kw)
+            self.alive.add(o, kw_arr.tolist())
             if w.kind == "count":
                 self._fifo.append(o)
             else:
-                heapq.heappush(self._obj_expiry, (expiry, ev.seq, o))
+                heapq.heappush(self._obj_expiry, (float(self.objs.cols.expiry[o]), ev.seq, o))
         cand = self.index.candidates(ev.x, ev.y, kw_arr)
         self.stats["candidates"] += len(cand)
         if len(cand):

@@ -1,5 +1,8 @@
 """Subscription indexes, chosen by name (``--index``)."""
 
+from .cgrid import CompiledGrid
 from .grid import GridIndex
 
-INDEXES = {"grid": GridIndex}
+# One compiled grid inverted file is both DkM-SKS's worker index (kNN) and
+# PS2Stream's GI² (range); the plain ``grid`` is the uncompiled baseline.
+INDEXES = {"grid": GridIndex, "dkm": CompiledGrid, "gi2": CompiledGrid}

@@ -37,7 +37,7 @@ def publish_run(start, n_active,
                 o_refs, o_alive,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
                 kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key,
-                h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, blk_free, meta,
+                h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                 epoch, gflag, pending, box, nkw, geo, g, max_cells, stamp,
                 out_i, out_s, out_o, out_d, queue, dead, counters):
     """Process pubs ``start..`` of the batch; returns (next index, status)."""
@@ -136,7 +136,8 @@ def publish_run(start, n_active,
                                     out_i, out_s, out_o, out_d, queue, counters)
                     rb = blk_next[rb]
                 if dropped:
-                    P.truncate(p, wb, wi, p_head, p_tail, p_fill, blk_next, blk_free, meta, dropped)
+                    P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
+                               blk_free, meta, dropped)
     return n, DONE
 
 
@@ -298,7 +299,7 @@ def _segment(eng, pubs: list, slots: list[int], out: list) -> int:
             sc.active, sc.kind, sc.match_all, sc.x, sc.y, sc.rx1, sc.ry1, sc.rx2, sc.ry2, sc.k, sc.alpha,
             sc.kw_off, sc.kw_len, eng.subs.kw.id, eng.subs.kw.ws, sc.res_off, sc.res_n, sc.kth,
             eng.subs.res.obj, eng.subs.res.key,
-            st.h_keys, st.h_vals, st.p_head, st.p_tail, st.p_fill, st.blk_next, st.blk_data, st.blk_free, st.meta,
+            *st.arrays,
             ix.epoch, ix.gflag, ix.pending, ix.box, ix.nkw, ix.geo, ix.g, ix.max_cells, eng._stamp,
             out_i, out_s, out_o, out_d, queue, dead, counters)
         _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out)

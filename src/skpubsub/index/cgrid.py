@@ -68,12 +68,12 @@ def region_box(kind, sx, sy, rx1, ry1, rx2, ry2, kth, alpha, geo, g, max_cells, 
 
 
 @njit(cache=True)
-def _post(h_keys, h_vals, p_head, p_tail, p_fill, p_key, blk_next, blk_data, blk_free, meta,
+def _post(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
           s, epoch, is_global, box, kws, g):
     entry = (np.int64(s) << 32) | epoch
     if is_global:
         for w in kws:
-            P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, blk_next, blk_data, blk_free, meta,
+            P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                      -(np.int64(w) + 1), entry)
         return len(kws)
     gg = np.int64(g) * g
@@ -81,14 +81,14 @@ def _post(h_keys, h_vals, p_head, p_tail, p_fill, p_key, blk_next, blk_data, blk
     for w in kws:
         for cx in range(box[0], box[2] + 1):
             for cy in range(box[1], box[3] + 1):
-                P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, blk_next, blk_data, blk_free, meta,
+                P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                          np.int64(w) * gg + cx * g + cy, entry)
                 n += 1
     return n
 
 
 @njit(cache=True)
-def _compact_all(p_head, p_tail, p_fill, p_key, blk_next, blk_data, blk_free, meta,
+def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                  epoch, gflag, box, active, g):
     """Drop every stale entry of every list: O(entries)."""
     for p in range(meta[P.M_POSTINGS]):
@@ -118,7 +118,8 @@ def _compact_all(p_head, p_tail, p_fill, p_key, blk_next, blk_data, blk_free, me
                     wi = 0
             rb = blk_next[rb]
         if dropped:
-            P.truncate(p, wb, wi, p_head, p_tail, p_fill, blk_next, blk_free, meta, dropped)
+            P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free,
+                       meta, dropped)
 
 
 @njit(cache=True)
@@ -138,7 +139,7 @@ class CompiledGrid:
     compiled = True
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 128,
-                 max_cells: int = 64) -> None:
+                 max_cells: int = 16) -> None:
         self.subs, self.vocab, self.space = subs, vocab, space
         self.g = int(grid)
         self.max_cells = int(max_cells)
@@ -207,8 +208,7 @@ class CompiledGrid:
     def _maybe_compact(self) -> None:
         if self.store.entries > 2 * self.live_entries + 65536:
             st = self.store
-            _compact_all(st.p_head, st.p_tail, st.p_fill, st.p_key, st.blk_next, st.blk_data, st.blk_free,
-                         st.meta, self.epoch, self.gflag, self.box, self.subs.cols.active, self.g)
+            _compact_all(*self.store.arrays, self.epoch, self.gflag, self.box, self.subs.cols.active, self.g)
 
     # -- the SubscriptionIndex protocol --------------------------------------------
     def insert(self, s: int) -> None:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-B = 16  # entries per block
+B = 8  # entries per block (small: most lists are short; unused block space is waste)
 EMPTY = np.int64(-(2**62))  # an unused hash slot
 # meta[] fields
-M_POSTINGS, M_FREE_TOP, M_NEXT_BLOCK, M_KEYS, M_ENTRIES = 0, 1, 2, 3, 4
+M_POSTINGS, M_FREE_TOP, M_NEXT_BLOCK, M_KEYS, M_ENTRIES, M_PFREE_TOP = 0, 1, 2, 3, 4, 5
 
 
 class PostingStore:
@@ -34,6 +34,7 @@ class PostingStore:
         self.p_tail = np.full(postings, -1, dtype=np.int32)
         self.p_fill = np.zeros(postings, dtype=np.int32)  # entries in the tail block
         self.p_key = np.zeros(postings, dtype=np.int64)
+        self.p_free = np.zeros(postings, dtype=np.int32)  # ids of emptied lists, for reuse
         self.blk_next = np.full(blocks, -1, dtype=np.int32)
         self.blk_data = np.zeros(blocks * B, dtype=np.int64)
         self.blk_free = np.zeros(blocks, dtype=np.int32)
@@ -49,6 +50,7 @@ class PostingStore:
             self.p_tail = _grown(self.p_tail, cap, -1)
             self.p_fill = _grown(self.p_fill, cap, 0)
             self.p_key = _grown(self.p_key, cap, 0)
+            self.p_free = _grown(self.p_free, cap, 0)
         if 2 * (int(m[M_KEYS]) + postings) > len(self.h_keys):
             cap = len(self.h_keys)
             while 2 * (int(m[M_KEYS]) + postings) > cap:
@@ -68,7 +70,7 @@ class PostingStore:
 
     @property
     def arrays(self) -> tuple:
-        return (self.h_keys, self.h_vals, self.p_head, self.p_tail, self.p_fill, self.p_key,
+        return (self.h_keys, self.h_vals, self.p_head, self.p_tail, self.p_fill, self.p_key, self.p_free,
                 self.blk_next, self.blk_data, self.blk_free, self.meta)
 
     @property
@@ -95,6 +97,28 @@ def _slot_of(h_keys, key):
         if k == key or k == EMPTY:
             return i
         i = (i + 1) & mask
+
+
+@njit(cache=True)
+def _delete_key(h_keys, h_vals, key):
+    """Remove ``key`` (present) by backward-shift deletion, keeping probe chains intact."""
+    mask = len(h_keys) - 1
+    i = _slot_of(h_keys, key)
+    j = i
+    while True:
+        j = (j + 1) & mask
+        kj = h_keys[j]
+        if kj == EMPTY:
+            break
+        home = (kj * 0x9E3779B97F4A7C15) & mask
+        # The entry at j may move to the hole at i unless its home lies cyclically in (i, j].
+        if (i < j and i < home <= j) or (i > j and (home > i or home <= j)):
+            continue
+        h_keys[i] = kj
+        h_vals[i] = h_vals[j]
+        i = j
+    h_keys[i] = EMPTY
+    h_vals[i] = -1
 
 
 @njit(cache=True)
@@ -128,12 +152,16 @@ def _new_block(blk_next, blk_free, meta):
 
 
 @njit(cache=True)
-def append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, blk_next, blk_data, blk_free, meta, key, entry):
+def append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, key, entry):
     """Append ``entry`` to the list of ``key`` (created if absent). Capacity reserved by the caller."""
     i = _slot_of(h_keys, key)
     if h_keys[i] == EMPTY:
-        p = meta[M_POSTINGS]
-        meta[M_POSTINGS] += 1
+        if meta[M_PFREE_TOP] > 0:
+            meta[M_PFREE_TOP] -= 1
+            p = p_free[meta[M_PFREE_TOP]]
+        else:
+            p = meta[M_POSTINGS]
+            meta[M_POSTINGS] += 1
         meta[M_KEYS] += 1
         h_keys[i] = key
         h_vals[i] = p
@@ -162,8 +190,10 @@ def append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, blk_next, blk_data, bl
 
 
 @njit(cache=True)
-def truncate(p, wb, wi, p_head, p_tail, p_fill, blk_next, blk_free, meta, dropped):
-    """End list ``p`` at write cursor (block ``wb``, index ``wi``) after an in-place compaction."""
+def truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free, meta,
+             dropped):
+    """End list ``p`` at write cursor (block ``wb``, index ``wi``) after an in-place compaction;
+    an emptied list gives back its blocks, its key and its id."""
     meta[M_ENTRIES] -= dropped
     if wb < 0 or (wi == 0 and wb == p_head[p]):
         b = p_head[p]
@@ -175,6 +205,10 @@ def truncate(p, wb, wi, p_head, p_tail, p_fill, blk_next, blk_free, meta, droppe
         p_head[p] = -1
         p_tail[p] = -1
         p_fill[p] = 0
+        _delete_key(h_keys, h_vals, p_key[p])
+        meta[M_KEYS] -= 1
+        p_free[meta[M_PFREE_TOP]] = p
+        meta[M_PFREE_TOP] += 1
         return
     if wi == 0:  # the cursor sits at the start of a block we no longer need: end at the previous one
         prev = p_head[p]

@@ -23,11 +23,12 @@ from numba import njit
 
 from .io.events import Change, Match
 from .index import postings as P
-from .index.cgrid import cell_x, region_box
+from .index.cgrid import _post, best_level, box_at, cell_of, extent, level_key
 
 K_RANGE, K_KNN, K_TOPK = 0, 1, 2
 # counters[] fields
-C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP = 0, 1, 2, 3, 4, 5
+C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET = 0, 1, 2, 3, 4, 5, 6, 7
+BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
 
 
@@ -38,20 +39,20 @@ def publish_run(start, n_active,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
                 kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                epoch, gflag, pending, box, nkw, geo, g, max_cells, stamp,
+                epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp,
                 out_i, out_s, out_o, out_d, queue, dead, counters):
     """Process pubs ``start..`` of the batch; returns (next index, status)."""
-    gg = np.int64(g) * g
     maxdist = geo[4]
     tmp = np.empty(4, dtype=np.int32)
+    ext = np.empty(4)
     n = len(b_obj)
     for i in range(start, n):
         # Objects leaving the window before this event (SPEC section 2).
         for e in range(exp_off[i], exp_off[i + 1]):
             if o_refs[exp_obj[e]] > 0:
                 return i, STOP_EXPIRY
-        if counters[C_OUT] + n_active > len(out_i):
-            return i, STOP_FULL
+        if counters[C_OUT] + n_active > len(out_i) or counters[C_BUDGET] < BUDGET // 2:
+            return i, STOP_FULL  # Python drains the rows / reserves posting room, then resumes
         for e in range(exp_off[i], exp_off[i + 1]):
             o_alive[exp_obj[e]] = False
             dead[counters[C_DEAD]] = exp_obj[e]
@@ -62,11 +63,15 @@ def publish_run(start, n_active,
         okw = b_kw[b_kwoff[i]:b_kwoff[i + 1]]
         wo = b_wo[i]
         st = b_stamp[i]
-        cx = cell_x(x, geo[0], geo[2], g)
-        cy = cell_x(y, geo[1], geo[3], g)
         for w in okw:
-            for glob in (False, True):
-                key = -(np.int64(w) + 1) if glob else np.int64(w) * gg + cx * g + cy
+            for level in range(-1, lmax + 1):
+                if level < 0:
+                    key = -(np.int64(w) + 1)
+                    cx = cy = 0
+                else:
+                    cx = cell_of(x, geo[0], geo[2], 1 << level)
+                    cy = cell_of(y, geo[1], geo[3], 1 << level)
+                    key = level_key(w, level, cx, cy, lmax)
                 p = P.lookup(h_keys, h_vals, key)
                 if p < 0:
                     continue
@@ -79,10 +84,9 @@ def publish_run(start, n_active,
                     for ri in range(cnt):
                         ent = blk_data[rb * P.B + ri]
                         s = ent >> 32
-                        # live(): the entry's epoch is current and its region covers this cell
-                        if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or (
-                                gflag[s] != glob if glob else (gflag[s] or not (
-                                    box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3]))):
+                        # cgrid.live(): current epoch, this level, and its box covers this cell
+                        if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
+                                level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
                             dropped += 1
                             continue
                         blk_data[wb * P.B + wi] = ent  # compact in place
@@ -132,8 +136,11 @@ def publish_run(start, n_active,
                             key = -(a * ssim + (1.0 - a) * tsim)
                         if key <= kth[s]:
                             _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
-                                    o_refs, gflag, pending, box, nkw, geo, g, max_cells, tmp,
-                                    out_i, out_s, out_o, out_d, queue, counters)
+                                    o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+                                    out_i, out_s, out_o, out_d, queue, counters,
+                                    match_all, kw_off, kw_len, kw_id, freq, epoch,
+                                    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
+                                    blk_free, meta)
                     rb = blk_next[rb]
                 if dropped:
                     P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
@@ -143,8 +150,10 @@ def publish_run(start, n_active,
 
 @njit(cache=True)
 def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
-            o_refs, gflag, pending, box, nkw, geo, g, max_cells, tmp,
-            out_i, out_s, out_o, out_d, queue, counters):
+            o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+            out_i, out_s, out_o, out_d, queue, counters,
+            match_all, kw_off, kw_len, kw_id, freq, epoch,
+            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
     """Put object ``o`` into the k-best list of ``s`` (its key is ``<= kth``) and follow the ball."""
     # Insert the newest object before equal keys (it wins ties); O(k).
     ro = res_off[s]
@@ -171,20 +180,48 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
         o_refs[dropped] -= 1
     if nn == kk:
         kth[s] = res_key[ro + kk - 1]
-        small = region_box(ks, sx[s], sy[s], 0.0, 0.0, 0.0, 0.0, kth[s], alpha[s], geo, g, max_cells, tmp)
-        if gflag[s]:
-            if small and not pending[s]:
-                pending[s] = True
-                queue[counters[C_QUEUE]] = s
-                counters[C_QUEUE] += 1
-        elif small:  # the ball only shrinks here: tighten in place, stale entries go lazily
-            before = (box[s, 2] - box[s, 0] + 1) * (box[s, 3] - box[s, 1] + 1)
-            box[s, 0] = tmp[0]
-            box[s, 1] = tmp[1]
-            box[s, 2] = tmp[2]
-            box[s, 3] = tmp[3]
-            after = (tmp[2] - tmp[0] + 1) * (tmp[3] - tmp[1] + 1)
-            counters[C_LIVE_DROP] += (before - after) * nkw[s]
+        # The ball shrank (cgrid.CompiledGrid.update, same rule): leave the global list or go a
+        # level finer by re-posting under a new epoch; else tighten the box in place.
+        cur = lvl[s]
+        if extent(ks, sx[s], sy[s], 0.0, 0.0, 0.0, 0.0, kth[s], alpha[s], geo[4], ext):
+            best = best_level(ext, geo, lmax, max_cells, tmp)
+            old = 1 if cur < 0 else (box[s, 2] - box[s, 0] + 1) * (box[s, 3] - box[s, 1] + 1)
+            if cur < 0 or best > cur:
+                off = kw_off[s]
+                ln = kw_len[s]
+                if match_all[s] and ln > 1:  # GI²: only under the least frequent keyword
+                    j = off
+                    for jj in range(off + 1, off + ln):
+                        if freq[kw_id[jj]] < freq[kw_id[j]]:
+                            j = jj
+                    off = j
+                    ln = 1
+                n = ln * (tmp[2] - tmp[0] + 1) * (tmp[3] - tmp[1] + 1)
+                if n <= counters[C_BUDGET]:
+                    counters[C_LIVE_DROP] += old * nkw[s]
+                    epoch[s] = (epoch[s] + 1) & 0xFFFFFFFF
+                    lvl[s] = best
+                    box[s, 0] = tmp[0]
+                    box[s, 1] = tmp[1]
+                    box[s, 2] = tmp[2]
+                    box[s, 3] = tmp[3]
+                    nkw[s] = ln
+                    pending[s] = False
+                    _post(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
+                          meta, s, epoch[s], best, tmp, kw_id[off:off + ln], lmax)
+                    counters[C_LIVE_ADD] += n
+                    counters[C_BUDGET] -= n
+                elif not pending[s]:  # out of reserved room: Python re-posts it after the call
+                    pending[s] = True
+                    queue[counters[C_QUEUE]] = s
+                    counters[C_QUEUE] += 1
+            else:
+                after = box_at(cur, ext, geo, tmp)
+                box[s, 0] = tmp[0]
+                box[s, 1] = tmp[1]
+                box[s, 2] = tmp[2]
+                box[s, 3] = tmp[3]
+                counters[C_LIVE_DROP] += (old - after) * nkw[s]
     _emit(i, s, o, dropped, out_i, out_s, out_o, out_d, counters)
 
 
@@ -293,6 +330,8 @@ def _segment(eng, pubs: list, slots: list[int], out: list) -> int:
     status = DONE
     while True:
         counters = np.zeros(8, dtype=np.int64)
+        counters[C_BUDGET] = BUDGET
+        st.reserve(BUDGET, BUDGET)
         nxt, status = publish_run(
             start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj,
             oc.refs, oc.alive,
@@ -300,7 +339,8 @@ def _segment(eng, pubs: list, slots: list[int], out: list) -> int:
             sc.kw_off, sc.kw_len, eng.subs.kw.id, eng.subs.kw.ws, sc.res_off, sc.res_n, sc.kth,
             eng.subs.res.obj, eng.subs.res.key,
             *st.arrays,
-            ix.epoch, ix.gflag, ix.pending, ix.box, ix.nkw, ix.geo, ix.g, ix.max_cells, eng._stamp,
+            ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
+            eng._stamp,
             out_i, out_s, out_o, out_d, queue, dead, counters)
         _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out)
         if status != STOP_FULL:
@@ -317,7 +357,7 @@ def _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out: li
     n = int(counters[C_OUT])
     eng.stats["candidates"] += int(counters[C_CAND])
     eng.stats["affected"] += int(counters[C_AFFECTED])
-    eng.index.live_entries -= int(counters[C_LIVE_DROP])
+    eng.index.live_entries += int(counters[C_LIVE_ADD]) - int(counters[C_LIVE_DROP])
     if n:
         ri, rs, ro, rd = out_i[:n], out_s[:n], out_o[:n], out_d[:n]
         order = np.lexsort((sc.seq[rs], ri))
@@ -335,6 +375,7 @@ def _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out: li
     for s in queue[: int(counters[C_QUEUE])].tolist():
         if sc.active[s] and eng.index.pending[s]:
             eng.index._place(s)
+    eng.index.maybe_compact()
     eng._dead.extend(dead[: int(counters[C_DEAD])].tolist())
 
 

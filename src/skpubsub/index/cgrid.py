@@ -1,22 +1,27 @@
 """The compiled grid inverted file: DkM-SKS's worker index and PS2Stream's GI².
 
 One structure serves both papers (DkM-SKS section 4.3; PS2Stream section IV-D):
-a uniform grid whose cells each hold an inverted file (keyword -> subscriptions).
+grid cells that each hold an inverted file (keyword -> subscriptions).
 
 * ``range``: posted in the cells its rectangle overlaps; an ``all`` subscription
   under its least frequent keyword only, an ``any`` one under each keyword (GI²).
 * ``knn`` (and ``topk``): posted in the cells its ball B(s) overlaps — radius
   ``sqrt(kth)``, or for top-k the distance at which an object could still reach
-  the k-th score — while the result is full; before that, and whenever the ball
-  covers more than ``max_cells`` cells, in a per-keyword global list (DkM-SKS's
-  unfilled subscriptions).
+  the k-th score — once its result is full; before that in a per-keyword global
+  list (DkM-SKS's unfilled subscriptions).
 
-Deletion and shrinking are lazy (:mod:`postings`): a slot's ``epoch`` and
-current cell ``box`` decide whether an entry is live, so a shrinking ball costs
-nothing at the time and stale entries vanish when a scan passes them. A ball
-that grows (results refilled after expiry) or leaves the global list is
-re-posted under a new epoch. The publish kernel in :mod:`skpubsub.fastpath`
-scans these postings directly.
+The grid is multi-resolution (levels of 1, 2, 4, ... ``grid`` cells per side,
+a quadtree flattened into hash keys): a region is posted at the finest level
+where it covers at most ``max_cells`` cells, so a big ball does not flood a fine
+grid and a small one is not diluted in a coarse cell. An object probes its cell
+on every level.
+
+Deletion and shrinking are lazy (:mod:`postings`): a slot's ``epoch``, ``level``
+and cell ``box`` decide whether an entry is live, so a shrinking ball is
+tightened in place at no cost and stale entries vanish when a scan passes them.
+A ball that grows (results refilled after expiry), leaves the global list, or
+shrinks a level finer is re-posted under a new epoch. The publish kernel in
+:mod:`skpubsub.fastpath` scans these postings directly.
 """
 
 from __future__ import annotations
@@ -35,70 +40,116 @@ SLACK = 1e-9  # regions are widened a hair so float rounding never loses a match
 
 
 @njit(cache=True)
-def cell_x(x, x1, cw, g):
-    c = int(math.floor((x - x1) / cw))
+def cell_of(v, lo, width, g):
+    """Cell index of coordinate ``v`` on a level with ``g`` cells over ``width``."""
+    c = int(math.floor((v - lo) * g / width))
     return min(g - 1, max(0, c))
 
 
 @njit(cache=True)
-def region_box(kind, sx, sy, rx1, ry1, rx2, ry2, kth, alpha, geo, g, max_cells, out):
-    """Cell box of a slot's region into ``out[0:4]``; returns False for the global list.
+def level_key(w, level, cx, cy, lmax):
+    """Hash key of keyword ``w``'s list in cell (cx, cy) of ``level``; globals are negative."""
+    stride = (4 ** (lmax + 1) - 1) // 3  # cells on all levels
+    return np.int64(w) * stride + (4 ** level - 1) // 3 + cx * (1 << level) + cy
 
-    ``geo`` = (x1, y1, cw, ch, maxdist).
-    """
+
+@njit(cache=True)
+def extent(kind, sx, sy, rx1, ry1, rx2, ry2, kth, alpha, maxdist, out):
+    """The slot's region as a rectangle into ``out[0:4]``; False when unbounded (global list)."""
     if kind == K_RANGE:
-        ax1, ay1, ax2, ay2 = rx1, ry1, rx2, ry2
-    else:
-        if not math.isfinite(kth):
+        out[0] = rx1
+        out[1] = ry1
+        out[2] = rx2
+        out[3] = ry2
+        return True
+    if not math.isfinite(kth):
+        return False
+    if kind == K_KNN:
+        r = math.sqrt(kth)
+    else:  # top-k: alpha*(1 - d/MaxDist) + (1 - alpha)*1 >= score  =>  d <= MaxDist*(1-score)/alpha
+        room = (1.0 + kth) + SLACK
+        if room >= alpha:
             return False
-        if kind == K_KNN:
-            r = math.sqrt(kth)
-        else:  # top-k: alpha*(1 - d/MaxDist) + (1 - alpha)*1 >= score  =>  d <= MaxDist*(1-score)/alpha
-            room = (1.0 + kth) + SLACK
-            if room >= alpha:
-                return False
-            r = geo[4] * room / alpha
-        r = r * (1.0 + SLACK) + SLACK
-        ax1, ay1, ax2, ay2 = sx - r, sy - r, sx + r, sy + r
-    out[0] = cell_x(ax1, geo[0], geo[2], g)
-    out[1] = cell_x(ay1, geo[1], geo[3], g)
-    out[2] = cell_x(ax2, geo[0], geo[2], g)
-    out[3] = cell_x(ay2, geo[1], geo[3], g)
-    return (out[2] - out[0] + 1) * (out[3] - out[1] + 1) <= max_cells
+        r = maxdist * room / alpha
+    r = r * (1.0 + SLACK) + SLACK
+    out[0] = sx - r
+    out[1] = sy - r
+    out[2] = sx + r
+    out[3] = sy + r
+    return True
+
+
+@njit(cache=True)
+def box_at(level, ext, geo, out):
+    """Cell box of rectangle ``ext`` on ``level`` into ``out[0:4]``; returns its cell count."""
+    g = 1 << level
+    out[0] = cell_of(ext[0], geo[0], geo[2], g)
+    out[1] = cell_of(ext[1], geo[1], geo[3], g)
+    out[2] = cell_of(ext[2], geo[0], geo[2], g)
+    out[3] = cell_of(ext[3], geo[1], geo[3], g)
+    return (out[2] - out[0] + 1) * (out[3] - out[1] + 1)
+
+
+@njit(cache=True)
+def best_level(ext, geo, lmax, max_cells, out):
+    """Finest level where ``ext`` covers at most ``max_cells`` cells (level 0 has one)."""
+    for level in range(lmax, 0, -1):
+        if box_at(level, ext, geo, out) <= max_cells:
+            return level
+    box_at(0, ext, geo, out)
+    return 0
 
 
 @njit(cache=True)
 def _post(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-          s, epoch, is_global, box, kws, g):
+          s, epoch, level, box, kws, lmax):
     entry = (np.int64(s) << 32) | epoch
-    if is_global:
-        for w in kws:
-            P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                     -(np.int64(w) + 1), entry)
-        return len(kws)
-    gg = np.int64(g) * g
     n = 0
     for w in kws:
+        if level < 0:
+            P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+                     -(np.int64(w) + 1), entry)
+            n += 1
+            continue
         for cx in range(box[0], box[2] + 1):
             for cy in range(box[1], box[3] + 1):
                 P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                         np.int64(w) * gg + cx * g + cy, entry)
+                         level_key(w, level, cx, cy, lmax), entry)
                 n += 1
     return n
 
 
 @njit(cache=True)
+def _decode(key, lmax):
+    """(level, cx, cy) of a cell key (level -1 for a global list)."""
+    if key < 0:
+        return -1, 0, 0
+    stride = (4 ** (lmax + 1) - 1) // 3
+    r = key % stride
+    level = 0
+    while (4 ** (level + 1) - 1) // 3 <= r:
+        level += 1
+    r -= (4 ** level - 1) // 3
+    g = 1 << level
+    return level, r // g, r % g
+
+
+@njit(cache=True)
+def live(e, s, level, cx, cy, epoch, lvl, box, active):
+    """Is entry ``e`` (slot ``s``) in the list of (level, cx, cy) still valid?"""
+    if not active[s] or epoch[s] != (e & 0xFFFFFFFF) or lvl[s] != level:
+        return False
+    return level < 0 or (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])
+
+
+@njit(cache=True)
 def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                 epoch, gflag, box, active, g):
+                 epoch, lvl, box, active, lmax):
     """Drop every stale entry of every list: O(entries)."""
     for p in range(meta[P.M_POSTINGS]):
         if p_head[p] < 0:
             continue
-        key = p_key[p]
-        glob = key < 0
-        cell = key % (np.int64(g) * g) if not glob else 0
-        cx = cell // g
-        cy = cell % g
+        level, cx, cy = _decode(p_key[p], lmax)
         rb = p_head[p]
         wb = rb
         wi = 0
@@ -107,8 +158,7 @@ def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next
             cnt = P.B if rb != p_tail[p] else p_fill[p]
             for ri in range(cnt):
                 e = blk_data[rb * P.B + ri]
-                s = e >> 32
-                if not live(e, s, glob, cx, cy, epoch, gflag, box, active):
+                if not live(e, e >> 32, level, cx, cy, epoch, lvl, box, active):
                     dropped += 1
                     continue
                 blk_data[wb * P.B + wi] = e
@@ -122,38 +172,30 @@ def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next
                        meta, dropped)
 
 
-@njit(cache=True)
-def live(e, s, glob, cx, cy, epoch, gflag, box, active):
-    """Is entry ``e`` (slot ``s``) in a global list / cell (cx, cy) still valid?"""
-    if not active[s] or epoch[s] != (e & 0xFFFFFFFF):
-        return False
-    if glob:
-        return gflag[s]
-    return (not gflag[s]) and box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3]
-
-
 class CompiledGrid:
-    """Grid of inverted files in compiled posting lists; see the module docstring."""
+    """Multi-level grid of inverted files in compiled posting lists; see the module docstring.
+
+    ``grid`` (a power of two) is the finest level's cells per side.
+    """
 
     name = "dkm"
     compiled = True
 
-    def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 128,
-                 max_cells: int = 16) -> None:
+    def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
+                 max_cells: int = 4) -> None:
         self.subs, self.vocab, self.space = subs, vocab, space
-        self.g = int(grid)
-        self.max_cells = int(max_cells)
-        cw = (space.x2 - space.x1) / self.g
-        ch = (space.y2 - space.y1) / self.g
-        self.geo = np.array([space.x1, space.y1, cw, ch, space.maxdist], dtype=np.float64)
+        self.lmax = max(0, int(math.ceil(math.log2(max(1, int(grid))))))
+        self.max_cells = max(1, int(max_cells))
+        self.geo = np.array([space.x1, space.y1, space.x2 - space.x1, space.y2 - space.y1, space.maxdist])
         self.store = P.PostingStore()
         cap = 1024
         self.epoch = np.zeros(cap, dtype=np.int64)
-        self.gflag = np.zeros(cap, dtype=np.bool_)
-        self.pending = np.zeros(cap, dtype=np.bool_)
+        self.level = np.full(cap, -1, dtype=np.int8)  # -1: the global list
+        self.pending = np.zeros(cap, dtype=np.bool_)  # queued for re-posting by the kernel
         self.box = np.full((cap, 4), -1, dtype=np.int32)
-        self.nkw = np.zeros(cap, dtype=np.int32)  # keywords posted under
+        self.nkw = np.zeros(cap, dtype=np.int32)  # keywords posted under (0: not posted)
         self.live_entries = 0
+        self._ext = np.zeros(4)
         self._tmp = np.zeros(4, dtype=np.int32)
 
     # -- per-slot arrays follow the subscription table's capacity --------------------
@@ -162,18 +204,21 @@ class CompiledGrid:
             return
         cap = max(s + 1, 2 * len(self.epoch))
         self.epoch = P._grown(self.epoch, cap, 0)
-        self.gflag = P._grown(self.gflag, cap, False)
+        self.level = P._grown(self.level, cap, -1)
         self.pending = P._grown(self.pending, cap, False)
         box = np.full((cap, 4), -1, dtype=np.int32)
         box[: len(self.box)] = self.box
         self.box = box
         self.nkw = P._grown(self.nkw, cap, 0)
 
-    def _region(self, s: int) -> tuple[bool, np.ndarray]:
+    def _region(self, s: int) -> tuple[int, np.ndarray]:
+        """(best level or -1, its cell box) of the slot's current region."""
         c = self.subs.cols
-        ok = region_box(int(c.kind[s]), c.x[s], c.y[s], c.rx1[s], c.ry1[s], c.rx2[s], c.ry2[s],
-                        c.kth[s], c.alpha[s], self.geo, self.g, self.max_cells, self._tmp)
-        return (not ok), self._tmp.copy()
+        if not extent(int(c.kind[s]), c.x[s], c.y[s], c.rx1[s], c.ry1[s], c.rx2[s], c.ry2[s], c.kth[s],
+                      c.alpha[s], self.geo[4], self._ext):
+            return -1, np.full(4, -1, dtype=np.int32)
+        level = best_level(self._ext, self.geo, self.lmax, self.max_cells, self._tmp)
+        return level, self._tmp.copy()
 
     def _keywords(self, s: int) -> np.ndarray:
         kws = self.subs.keywords(s)
@@ -182,7 +227,7 @@ class CompiledGrid:
         return kws.copy()
 
     def _cells(self, s: int) -> int:
-        if self.gflag[s]:
+        if self.level[s] < 0:
             return 1
         b = self.box[s]
         return int((b[2] - b[0] + 1) * (b[3] - b[1] + 1))
@@ -190,25 +235,25 @@ class CompiledGrid:
     def _place(self, s: int) -> None:
         """Post slot ``s`` afresh under a new epoch: O(cells x keywords)."""
         self._fit(s)
-        is_global, box = self._region(s)
+        level, box = self._region(s)
         kws = self._keywords(s)
         if self.nkw[s]:
             self.live_entries -= self._cells(s) * int(self.nkw[s])
         self.epoch[s] = (int(self.epoch[s]) + 1) & 0xFFFFFFFF
-        self.gflag[s] = is_global
+        self.level[s] = level
         self.pending[s] = False
         self.box[s] = box
         self.nkw[s] = len(kws)
-        n = len(kws) if is_global else len(kws) * self._cells(s)
+        n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
-        _post(*self.store.arrays, s, self.epoch[s], is_global, box, kws, self.g)
+        _post(*self.store.arrays, s, self.epoch[s], level, box, kws, self.lmax)
         self.live_entries += n
-        self._maybe_compact()
+        self.maybe_compact()
 
-    def _maybe_compact(self) -> None:
+    def maybe_compact(self) -> None:
+        """Sweep stale entries once they outnumber live ones (amortised O(1) per entry)."""
         if self.store.entries > 2 * self.live_entries + 65536:
-            st = self.store
-            _compact_all(*self.store.arrays, self.epoch, self.gflag, self.box, self.subs.cols.active, self.g)
+            _compact_all(*self.store.arrays, self.epoch, self.level, self.box, self.subs.cols.active, self.lmax)
 
     # -- the SubscriptionIndex protocol --------------------------------------------
     def insert(self, s: int) -> None:
@@ -223,57 +268,66 @@ class CompiledGrid:
         self.pending[s] = False
 
     def update(self, s: int) -> None:
-        """Tighten the box in place when the region shrank; re-post when it grew or left the global list."""
-        is_global, box = self._region(s)
-        old = self.box[s]
-        if self.gflag[s]:
-            if not is_global:
+        """The region changed: tighten in place, or re-post when it grew, left the global
+        list, or shrank a level finer (same rule as the kernel's)."""
+        level, _ = self._region(s)
+        cur = int(self.level[s])
+        if cur < 0 or level < 0 or level > cur:
+            if level != cur or cur >= 0:
                 self._place(s)
             return
-        if is_global or box[0] < old[0] or box[1] < old[1] or box[2] > old[2] or box[3] > old[3]:
+        new = np.empty(4, dtype=np.int32)
+        box_at(cur, self._ext, self.geo, new)
+        old = self.box[s]
+        if new[0] < old[0] or new[1] < old[1] or new[2] > old[2] or new[3] > old[3]:
             self._place(s)
             return
         before = self._cells(s)
-        self.box[s] = box
+        self.box[s] = new
         self.live_entries -= (before - self._cells(s)) * int(self.nkw[s])
 
     def candidates(self, x: float, y: float, kw_ids) -> np.ndarray:
         st = self.store
-        c = self.subs.cols
-        self._fit(c.capacity - 1)
+        self._fit(self.subs.cols.capacity - 1)
         return _candidates(st.h_keys, st.h_vals, st.p_head, st.p_tail, st.p_fill, st.blk_next, st.blk_data,
-                           np.asarray(kw_ids, dtype=np.int32), x, y, self.geo, self.g,
-                           self.epoch, self.gflag, self.box, c.active)
+                           np.asarray(kw_ids, dtype=np.int32), x, y, self.geo, self.lmax,
+                           self.epoch, self.level, self.box, self.subs.cols.active)
 
     @property
     def nbytes(self) -> int:
-        return (self.store.nbytes + self.epoch.nbytes + self.gflag.nbytes + self.pending.nbytes
+        return (self.store.nbytes + self.epoch.nbytes + self.level.nbytes + self.pending.nbytes
                 + self.box.nbytes + self.nkw.nbytes)
 
     def _check(self) -> None:
-        """Every active slot's region is covered by its live entries; counts are sane."""
+        """Every active slot's region lies inside its posted cells, and each of them holds
+        a live entry for the slot."""
         c = self.subs.cols
         st = self.store
         assert st.entries >= 0
         for s in np.flatnonzero(c.active[: c.top]).tolist():
-            is_global, box = self._region(s)
-            if not self.gflag[s]:  # (a global slot's posting covers any region)
-                assert not is_global, ("posted in cells but the region is global", s)
+            level, _ = self._region(s)
+            cur = int(self.level[s])
+            if cur >= 0:
+                assert level >= 0, ("posted in cells but the region is unbounded", s)
+                need = np.empty(4, dtype=np.int32)
+                box_at(cur, self._ext, self.geo, need)
                 b = self.box[s]
-                assert b[0] <= box[0] and b[1] <= box[1] and box[2] <= b[2] and box[3] <= b[3], (s, b, box)
-            # Every posted key of the slot holds a live entry for it.
+                assert b[0] <= need[0] and b[1] <= need[1] and need[2] <= b[2] and need[3] <= b[3], (s, b, need)
             kws = self.subs.keywords(s)
-            if c.match_all[s] and len(kws) > 1:
-                assert self.nkw[s] == 1
-            else:
-                assert self.nkw[s] == len(kws)
-            for w in (kws.tolist() if self.nkw[s] == len(kws) else []):
-                keys = ([-(w + 1)] if self.gflag[s] else
-                        [w * self.g * self.g + cx * self.g + cy for cx in range(self.box[s, 0], self.box[s, 2] + 1)
-                         for cy in range(self.box[s, 1], self.box[s, 3] + 1)])
+            assert self.nkw[s] == (1 if c.match_all[s] and len(kws) > 1 else len(kws))
+            if self.nkw[s] != len(kws):
+                continue  # posted under one keyword chosen by frequency at the time
+            entry = (s << 32) | int(self.epoch[s])
+            for w in kws.tolist():
+                if cur < 0:
+                    keys = [-(w + 1)]
+                else:
+                    keys = [int(level_key(w, cur, cx, cy, self.lmax))
+                            for cx in range(self.box[s, 0], self.box[s, 2] + 1)
+                            for cy in range(self.box[s, 1], self.box[s, 3] + 1)]
                 for key in keys:
                     assert _has_entry(st.h_keys, st.h_vals, st.p_head, st.p_tail, st.p_fill, st.blk_next,
-                                      st.blk_data, key, (s << 32) | int(self.epoch[s])), ("missing entry", s, key)
+                                      st.blk_data, key, entry), ("missing entry", s, key)
 
 
 @njit(cache=True)
@@ -292,16 +346,19 @@ def _has_entry(h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, key, 
 
 
 @njit(cache=True)
-def _candidates(h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, kws, x, y, geo, g,
-                epoch, gflag, box, active):
-    """Live slots posted under the object's keywords in its cell or globally (read only)."""
-    cx = cell_x(x, geo[0], geo[2], g)
-    cy = cell_x(y, geo[1], geo[3], g)
-    gg = np.int64(g) * g
+def _candidates(h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, kws, x, y, geo, lmax,
+                epoch, lvl, box, active):
+    """Live slots posted under the object's keywords in its cells or globally (read only)."""
     out = []
     for w in kws:
-        for glob in (False, True):
-            key = -(np.int64(w) + 1) if glob else np.int64(w) * gg + cx * g + cy
+        for level in range(-1, lmax + 1):
+            if level < 0:
+                key = -(np.int64(w) + 1)
+                cx = cy = 0
+            else:
+                cx = cell_of(x, geo[0], geo[2], 1 << level)
+                cy = cell_of(y, geo[1], geo[3], 1 << level)
+                key = level_key(w, level, cx, cy, lmax)
             p = P.lookup(h_keys, h_vals, key)
             if p < 0:
                 continue
@@ -311,7 +368,7 @@ def _candidates(h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, kws,
                 for i in range(cnt):
                     e = blk_data[b * P.B + i]
                     s = e >> 32
-                    if live(e, s, glob, cx, cy, epoch, gflag, box, active):
+                    if live(e, s, level, cx, cy, epoch, lvl, box, active):
                         out.append(s)
                 b = blk_next[b]
     arr = np.array(out, dtype=np.int64) if len(out) else np.empty(0, dtype=np.int64)

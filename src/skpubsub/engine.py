@@ -20,7 +20,7 @@ import numpy as np
 from .config import Space, Window
 from .index import INDEXES
 from .io.events import RANGE, Change, Event, Match, Notification, Pub, Sub, Unsub
-from .results.kbest import insert_newest, replace
+from .results.kbest import insert_newest, remove, replace, threshold
 from .store.objects import AliveStore, ObjectTable
 from .subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
 from .vocab import Vocabulary
@@ -32,17 +32,19 @@ class Engine:
     ``Engine(window="count:1000", space=Space(...), index="grid", grid=64)``;
     extra keyword arguments go to the index. ``apply(events)`` returns the
     notifications; ``results(id)`` / ``all_results()`` read current results.
+    ``kmax``: under a window, each kNN/top-k subscription buffers ``ceil(kmax*k)``
+    objects (at most 4k) so most expiries need no re-evaluation (CkQST's kmax).
     """
 
     def __init__(self, window: Window | str = "none", space: Space | None = None,
-                 index: str = "grid", **index_params: Any) -> None:
+                 index: str = "grid", kmax: float = 2.0, **index_params: Any) -> None:
         if index not in INDEXES:
             raise ValueError(unknown_index(index))
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
         self.maxdist = self.space.maxdist
         self.vocab = Vocabulary()
-        self.subs = SubTable()
+        self.subs = SubTable(kmax if self.window.retains else 1.0)
         self.objs = ObjectTable()
         self.alive = AliveStore()
         self.index = INDEXES[index](self.subs, self.vocab, self.space, **index_params)
@@ -152,7 +154,7 @@ class Engine:
         """End a subscription: O(k + postings)."""
         self.index.delete(s)
         if self.subs.cols.kind[s] != K_RANGE:
-            for o in self.subs.result(s).tolist():
+            for o in self.subs.buffer(s).tolist():
                 self._release(o)
         self._old.pop(s, None)
         self.subs.remove(s)
@@ -264,23 +266,27 @@ class Engine:
         return tsim
 
     def _expire_objects(self, gone: list[int]) -> None:
-        """Objects leave the window; results that held them are recomputed once each."""
-        oc = self.objs.cols
-        refill: set[int] = set()
+        """Objects leave the window and the buffers that held them; a buffer left with
+        fewer than k objects (and not holding every qualifying one) is recomputed."""
+        oc, c = self.objs.cols, self.subs.cols
+        changed: set[int] = set()
         for o in gone:
             oc.alive[o] = False
             self.alive.remove(o, self.objs.keywords(o).tolist())
             self._unref.add(o)
             for s in self._holders.pop(o, ()):
-                if self.subs.cols.active[s] and o in self.subs.result(s):
-                    refill.add(s)
-        for s in sorted(refill):
-            self._touch(s)
-            self._refill(s)
+                if c.active[s] and o in self.subs.buffer(s):
+                    self._touch(s)
+                    remove(self.subs, s, o)
+                    self._release(o)
+                    changed.add(s)
+        for s in sorted(changed):
+            if c.res_n[s] < c.k[s] and not c.complete[s]:
+                self._refill(s)
             self.index.update(s)
 
     def _refill(self, s: int) -> None:
-        """Recompute a k-best list from the alive objects: O(P log P), P the postings read."""
+        """Recompute a k-best buffer from the alive objects: O(P log P), P the postings read."""
         c, oc = self.subs.cols, self.objs.cols
         kws = self.subs.keywords(s).tolist()
         if c.kind[s] == K_KNN and c.match_all[s]:
@@ -302,13 +308,14 @@ class Engine:
             key = -(alpha * np.maximum(0.0, 1.0 - np.sqrt(d2) / self.maxdist) + (1.0 - alpha) * tsim)
         else:
             key = d2
-        order = np.lexsort((-oc.seq[objs], key))[: int(c.k[s])]
-        for o in self.subs.result(s).tolist():
+        kb = int(c.kb[s])
+        order = np.lexsort((-oc.seq[objs], key))[:kb]
+        for o in self.subs.buffer(s).tolist():
             self._release(o)
         new = objs[order]
         for o in new.tolist():
             self._take(s, o)
-        replace(self.subs, s, new, key[order])
+        replace(self.subs, s, new, key[order], complete=len(objs) <= kb)
 
     # -- queries -------------------------------------------------------------------------
     def results(self, sub_id: Any) -> list[Any] | None:
@@ -341,9 +348,10 @@ class Engine:
             off, n, k = int(c.res_off[s]), int(c.res_n[s]), int(c.k[s])
             keys = self.subs.res.key[off:off + n]
             objs = self.subs.res.obj[off:off + n]
-            assert n <= k
+            assert n <= c.kb[s] and k <= c.kb[s]
+            assert n >= k or c.complete[s], "buffer short of k but not known complete"
             assert np.all(np.diff(keys) >= 0), "result not ranked"
-            assert c.kth[s] == (keys[-1] if n == k else math.inf)
+            assert c.kth[s] == threshold(self.subs, s)
             np.add.at(refs, objs, 1)
             if self.window.retains:
                 assert oc.alive[objs].all(), "result holds a dead object"

@@ -29,6 +29,7 @@ K_RANGE, K_KNN, K_TOPK = 0, 1, 2
 # counters[] fields
 C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET = 0, 1, 2, 3, 4, 5, 6, 7
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
+SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
 
 
@@ -37,7 +38,7 @@ def publish_run(start, n_active,
                 b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj,
                 o_refs, o_alive,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
-                kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key,
+                kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, kb, complete,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                 epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp,
                 out_i, out_s, out_o, out_d, queue, dead, counters):
@@ -136,7 +137,7 @@ def publish_run(start, n_active,
                             key = -(a * ssim + (1.0 - a) * tsim)
                         if key <= kth[s]:
                             _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
-                                    o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+                                    kb, complete, o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
                                     out_i, out_s, out_o, out_d, queue, counters,
                                     match_all, kw_off, kw_len, kw_id, freq, epoch,
                                     h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
@@ -150,36 +151,38 @@ def publish_run(start, n_active,
 
 @njit(cache=True)
 def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
-            o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+            kb, complete, o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
             out_i, out_s, out_o, out_d, queue, counters,
             match_all, kw_off, kw_len, kw_id, freq, epoch,
             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
     """Put object ``o`` into the k-best list of ``s`` (its key is ``<= kth``) and follow the ball."""
-    # Insert the newest object before equal keys (it wins ties); O(k).
+    # Insert the newest object before equal keys (it wins ties); O(kb). See SubTable for
+    # the buffer (kb >= k entries, the result is its first k) and its entry rule.
     ro = res_off[s]
     nn = res_n[s]
     kk = k[s]
+    cap = kb[s]
     pos = nn
     while pos > 0 and res_key[ro + pos - 1] >= key:
         pos -= 1
-    dropped = -1
-    if nn == kk:
-        dropped = res_obj[ro + kk - 1]
-        end = kk - 1
+    left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if pos < k
+    if nn == cap:
+        o_refs[res_obj[ro + cap - 1]] -= 1
+        end = cap - 1
     else:
         end = nn
         nn += 1
         res_n[s] = nn
+    if nn == cap:  # full: from now on objects may pass it by unseen
+        complete[s] = False
     for j in range(end, pos, -1):
         res_key[ro + j] = res_key[ro + j - 1]
         res_obj[ro + j] = res_obj[ro + j - 1]
     res_key[ro + pos] = key
     res_obj[ro + pos] = o
     o_refs[o] += 1
-    if dropped >= 0:
-        o_refs[dropped] -= 1
-    if nn == kk:
-        kth[s] = res_key[ro + kk - 1]
+    kth[s] = res_key[ro + nn - 1] if (nn == cap or not complete[s]) else np.inf  # kbest.threshold
+    if np.isfinite(kth[s]):
         # The ball shrank (cgrid.CompiledGrid.update, same rule): leave the global list or go a
         # level finer by re-posting under a new epoch; else tighten the box in place.
         cur = lvl[s]
@@ -222,7 +225,7 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
                 box[s, 2] = tmp[2]
                 box[s, 3] = tmp[3]
                 counters[C_LIVE_DROP] += (old - after) * nkw[s]
-    _emit(i, s, o, dropped, out_i, out_s, out_o, out_d, counters)
+    _emit(i, s, o, left if pos < kk else -3, out_i, out_s, out_o, out_d, counters)
 
 
 @njit(cache=True)
@@ -249,12 +252,10 @@ def publish_pubs(eng, pubs: list, out: list) -> None:
             i += 1
             continue
         j = i + 1
-        if h:
-            limit = h[0][0]
-            while j < len(pubs) and float(pubs[j].t) < limit:
-                j += 1
-        else:
-            j = len(pubs)
+        limit = h[0][0] if h else math.inf
+        end = min(len(pubs), i + SEGMENT)
+        while j < end and float(pubs[j].t) < limit:
+            j += 1
         done = _segment(eng, pubs[i:j], slots[i:j], out)
         i += done
         if done < j - i + done:  # stopped: a held object leaves before this pub
@@ -286,9 +287,10 @@ def _expiries(eng, pubs: list, slots: list[int]) -> tuple[np.ndarray, np.ndarray
             taken.append(heapq.heappop(heap))
         ex = eng.objs.cols.expiry
         due = [(float(ex[o]), pubs[i].seq, o) for i, o in enumerate(slots) if ex[o] <= last]
-        for exp, _, o in sorted(taken + due):
-            owner.append(int(np.searchsorted(times, exp, side="left")))  # first pub at or after it
-            objs.append(o)
+        entries = sorted(taken + due)
+        if entries:  # each leaves before the first pub at or after its expiry
+            owner = np.searchsorted(times, [e[0] for e in entries], side="left").tolist()
+            objs = [e[2] for e in entries]
     off = np.zeros(m + 1, dtype=np.int64)
     if owner:
         np.add.at(off, np.array(owner) + 1, 1)
@@ -337,7 +339,7 @@ def _segment(eng, pubs: list, slots: list[int], out: list) -> int:
             oc.refs, oc.alive,
             sc.active, sc.kind, sc.match_all, sc.x, sc.y, sc.rx1, sc.ry1, sc.rx2, sc.ry2, sc.k, sc.alpha,
             sc.kw_off, sc.kw_len, eng.subs.kw.id, eng.subs.kw.ws, sc.res_off, sc.res_n, sc.kth,
-            eng.subs.res.obj, eng.subs.res.key,
+            eng.subs.res.obj, eng.subs.res.key, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
             eng._stamp,
@@ -367,7 +369,8 @@ def _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out: li
             if d == -2:
                 out.append(Match(sids[s], t, oids[o]))
                 continue
-            out.append(Change(sids[s], t, (oids[o],), (oids[d],) if d >= 0 else ()))
+            if d != -3:  # -3: entered the buffer below the first k, nothing to notify
+                out.append(Change(sids[s], t, (oids[o],), (oids[d],) if d >= 0 else ()))
             if holders is not None:
                 holders.setdefault(o, []).append(s)
             if d >= 0:

@@ -15,14 +15,20 @@ K_RANGE, K_KNN, K_TOPK = 0, 1, 2
 
 
 class SubTable:
-    """Columnar subscriptions; keyword ids + unit weights in one pool, k-best lists in another.
+    """Columnar subscriptions; keyword ids + unit weights in one pool, k-best buffers in another.
 
-    ``kth`` is the ranking key of the k-th result (``inf`` while fewer than k):
-    an arriving object enters the result iff its key is ``<= kth``, since it is
-    published later than every member and wins ties.
+    A kNN/top-k subscription keeps a buffer ``B`` of up to ``kb >= k`` objects
+    (CkQST's ``kmax`` strategy): ``B`` is always exactly the best ``|B|`` alive
+    qualifying objects, and the result is its first ``k``. An object leaving the
+    window just leaves ``B``, which stays exact; only when fewer than ``k`` remain
+    (and ``B`` is not known to hold every alive qualifying object, ``complete``,
+    which only a buffer that was never full can be) is the buffer recomputed. A new object enters ``B`` iff its key is ``<= kth``, where ``kth``
+    is the key of ``B``'s last entry when ``B`` is full or incomplete, else
+    ``inf`` (the newest object wins ties). Without a window ``kb = k``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kmax: float = 1.0) -> None:
+        self.kmax = kmax
         self.cols = Columns({
             "active": (np.bool_, False), "kind": (np.int8, 0), "match_all": (np.bool_, False),
             "x": (np.float64, 0.0), "y": (np.float64, 0.0),
@@ -30,6 +36,7 @@ class SubTable:
             "k": (np.int32, 0), "alpha": (np.float64, 0.0), "seq": (np.int64, -1),
             "expires": (np.float64, math.inf), "kw_off": (np.int64, 0), "kw_len": (np.int32, 0),
             "res_off": (np.int64, 0), "res_n": (np.int32, 0), "kth": (np.float64, math.inf),
+            "kb": (np.int32, 0), "complete": (np.bool_, True),
         })
         self.kw = SegmentPool({"id": np.int32, "ws": np.float64})
         self.res = SegmentPool({"obj": np.int64, "key": np.float64})
@@ -58,14 +65,16 @@ class SubTable:
         else:
             c.x[s], c.y[s], c.k[s], c.alpha[s] = ev.x, ev.y, ev.k, ev.alpha
             self.kw.ws[off:off + n] = unit_weights(ev.weights, n)
-            c.res_off[s] = self.res.alloc(ev.k)
+            kb = min(4 * ev.k, max(ev.k, math.ceil(self.kmax * ev.k)))
+            c.kb[s] = kb
+            c.res_off[s] = self.res.alloc(kb)
         return s
 
     def remove(self, s: int) -> None:
         c = self.cols
         self.kw.release(int(c.kw_off[s]), int(c.kw_len[s]))
         if c.kind[s] != K_RANGE:
-            self.res.release(int(c.res_off[s]), int(c.k[s]))
+            self.res.release(int(c.res_off[s]), int(c.kb[s]))
         del self.slot_of[self.ids[s]]
         self.ids[s] = None
         c.free(s)
@@ -75,7 +84,12 @@ class SubTable:
         return self.kw.id[off:off + self.cols.kw_len[s]]
 
     def result(self, s: int) -> np.ndarray:
-        """Object slots of the k-best list, rank order (a view)."""
+        """Object slots of the result (the buffer's first k), rank order (a view)."""
+        off = self.cols.res_off[s]
+        return self.res.obj[off:off + min(self.cols.res_n[s], self.cols.k[s])]
+
+    def buffer(self, s: int) -> np.ndarray:
+        """Object slots of the whole buffer, rank order (a view)."""
         off = self.cols.res_off[s]
         return self.res.obj[off:off + self.cols.res_n[s]]
 

@@ -1,4 +1,7 @@
-"""k-best list operations on :class:`skpubsub.subscriptions.SubTable` (O(k) each)."""
+"""k-best buffer operations on :class:`skpubsub.subscriptions.SubTable` (O(kb) each).
+
+See ``SubTable`` for the buffer invariant; ``threshold`` restates its entry rule.
+"""
 
 from __future__ import annotations
 
@@ -9,36 +12,59 @@ import numpy as np
 from ..subscriptions import SubTable
 
 
+def threshold(t: SubTable, s: int) -> float:
+    """Key an arriving object must not exceed to enter the buffer."""
+    c = t.cols
+    n = int(c.res_n[s])
+    if n and (n == c.kb[s] or not c.complete[s]):
+        return float(t.res.key[int(c.res_off[s]) + n - 1])
+    return math.inf
+
+
 def insert_newest(t: SubTable, s: int, obj: int, key: float) -> int:
     """Insert the newest object (it wins ties, so it goes before equal keys).
 
     The caller has checked ``key <= kth``. Returns the object slot pushed out of
-    a full list, or -1.
+    a full buffer, or -1.
     """
     c = t.cols
-    off, n, k = int(c.res_off[s]), int(c.res_n[s]), int(c.k[s])
+    off, n, kb = int(c.res_off[s]), int(c.res_n[s]), int(c.kb[s])
     keys, objs = t.res.key, t.res.obj
     pos = off + int(np.searchsorted(keys[off:off + n], key, side="left"))
     dropped = -1
-    if n == k:
-        dropped = int(objs[off + k - 1])
-        end = off + k - 1
+    if n == kb:
+        dropped = int(objs[off + kb - 1])
+        end = off + kb - 1
     else:
         end = off + n
-        n += 1
-        c.res_n[s] = n
+        c.res_n[s] = n + 1
+    if c.res_n[s] == kb:  # full: from now on objects may pass it by unseen
+        c.complete[s] = False
     keys[pos + 1:end + 1] = keys[pos:end]
     objs[pos + 1:end + 1] = objs[pos:end]
     keys[pos], objs[pos] = key, obj
-    c.kth[s] = keys[off + k - 1] if n == k else math.inf
+    c.kth[s] = threshold(t, s)
     return dropped
 
 
-def replace(t: SubTable, s: int, objs: np.ndarray, keys: np.ndarray) -> None:
-    """Set the whole list (already ranked, at most k entries)."""
+def remove(t: SubTable, s: int, obj: int) -> None:
+    """Take ``obj`` (a member) out of the buffer; the rest stays exact."""
     c = t.cols
-    off, k, n = int(c.res_off[s]), int(c.k[s]), len(objs)
+    off, n = int(c.res_off[s]), int(c.res_n[s])
+    objs, keys = t.res.obj, t.res.key
+    i = off + int(np.flatnonzero(objs[off:off + n] == obj)[0])
+    objs[i:off + n - 1] = objs[i + 1:off + n]
+    keys[i:off + n - 1] = keys[i + 1:off + n]
+    c.res_n[s] = n - 1
+    c.kth[s] = threshold(t, s)
+
+
+def replace(t: SubTable, s: int, objs: np.ndarray, keys: np.ndarray, complete: bool) -> None:
+    """Set the whole buffer (already ranked, at most kb entries)."""
+    c = t.cols
+    off, n = int(c.res_off[s]), len(objs)
     t.res.obj[off:off + n] = objs
     t.res.key[off:off + n] = keys
     c.res_n[s] = n
-    c.kth[s] = keys[k - 1] if n == k else math.inf
+    c.complete[s] = complete and n < int(c.kb[s])
+    c.kth[s] = threshold(t, s)

@@ -380,6 +380,7 @@ def _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out: li
             eng.index._place(s)
     eng.index.maybe_compact()
     eng._dead.extend(dead[: int(counters[C_DEAD])].tolist())
+    eng.stats["expired"] += int(counters[C_DEAD])
 
 
 def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:

@@ -9,6 +9,7 @@ is O(S) (pub) plus O(A log A) per refilled subscription (A alive objects).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +47,7 @@ class ReferenceEngine:
         self.maxdist = self.space.maxdist
         self.alive: list[_Obj] = []  # publish order (count and time windows only)
         self.subs: dict[Any, _Sub] = {}  # registration order
-        self.stats = {"candidates": 0, "affected": 0, "objects": 0}
+        self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0}
 
     # -- ranking ---------------------------------------------------------------
     def _qualifies(self, s: _Sub, o: _Obj) -> bool:
@@ -149,11 +150,14 @@ class ReferenceEngine:
                 self.stats["affected"] += 1
 
     def _refill(self, gone: list[_Obj], touch) -> None:
+        start = time.perf_counter()
+        self.stats["expired"] += len(gone)
         gone_ids = {id(o) for o in gone}
         for sid, s in self.subs.items():
             if any(id(o) in gone_ids for o in s.result):
                 touch(sid)
                 s.result = self._best(s, self.alive)
+        self.stats["expiry_seconds"] += time.perf_counter() - start
 
     # -- queries ---------------------------------------------------------------
     def results(self, sub_id: Any) -> list[Any] | None:

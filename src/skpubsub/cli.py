@@ -93,12 +93,35 @@ def cmd_demo(a: argparse.Namespace) -> int:
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
+    """The benchmark suite: indexes side by side on an event file or a generated workload."""
     from .bench.compare import main as bench_main
 
-    for ix in a.indexes.split(","):
+    names = [ix.strip() for ix in a.indexes.split(",") if ix.strip()]
+    if not names and a.baseline is None:
+        raise UsageError("--indexes: give at least one index")
+    for ix in names + ([a.baseline] if a.baseline is not None else []):
         if ix not in known_indexes():
             raise UsageError(unknown_index(ix))
-    return bench_main(a.events, a.indexes, a.window, a.space, a.repeat, a.max_events, a.json)
+    if a.repeat < 1:
+        raise UsageError(f"--repeat must be >= 1, got {a.repeat}")
+    if a.max_events is not None and a.max_events < 1:
+        raise UsageError(f"--max-events must be >= 1, got {a.max_events}")
+    workload = None
+    if a.events is not None:
+        if a.dataset is not None:
+            raise UsageError("give an EVENTS file or --dataset, not both")
+        if not Path(a.events).is_file():
+            raise UsageError(f"no such events file: {a.events}")
+    else:
+        from .bench.workload import WorkloadConfig
+
+        workload = WorkloadConfig(dataset=a.dataset or "geonames-cities", objects=a.objects,
+                                  subscriptions=a.subscriptions, kind=a.kind, match=a.match, kmax=a.kmax,
+                                  range_size=a.range_size, sub_rate=a.sub_rate, unsub_rate=a.unsub_rate,
+                                  objects_per_step=a.objects_per_step, seed=a.seed)
+    return bench_main(a.events, names, a.window, a.space,
+                      repeat=a.repeat, max_events=a.max_events, out=a.out, json_path=a.json,
+                      workload=workload, baseline=a.baseline, warmup=not a.no_warmup)
 
 
 def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: int, kind: str) -> None:
@@ -136,14 +159,34 @@ def parser() -> argparse.ArgumentParser:
     _add_workload_args(w, objects=100_000, subscriptions=10_000, kind="mix")
     w.set_defaults(func=cmd_workload)
 
-    b = sp.add_parser("bench", help="engines side by side on one event file (median, ratio to the first)")
-    b.add_argument("events")
-    b.add_argument("--indexes", default="reference,grid", help="comma-separated; the first is the baseline")
+    b = sp.add_parser("bench", help="benchmark suite: indexes side by side, ratio to a baseline, JSON + plots",
+                      description="Benchmark indexes on an event file or a workload generated from a real "
+                                  "dataset: build time, bytes/subscription, arrivals and expiries objects/s, "
+                                  "candidates and affected per object, exactness against the baseline.")
+    b.add_argument("events", nargs="?", default=None, help="event file (default: generate from --dataset)")
+    b.add_argument("--dataset", default=None, choices=["geonames-cities", "geonames-postal"],
+                   help="generate the workload from this dataset (default geonames-cities)")
+    b.add_argument("--subscriptions", type=int, default=10_000, help="initial subscriptions (at t=0)")
+    b.add_argument("--objects", type=int, default=20_000)
+    b.add_argument("--kind", default="mix", choices=["knn", "topk", "range", "mix"])
+    b.add_argument("--match", default="mix", choices=["all", "any", "mix"])
+    b.add_argument("--kmax", type=int, default=10)
+    b.add_argument("--range-size", type=float, default=1.0, help="side of range rectangles, degrees")
+    b.add_argument("--sub-rate", type=float, default=0, help="subscription inserts per time step (churn)")
+    b.add_argument("--unsub-rate", type=float, default=0, help="subscription deletes per time step (churn)")
+    b.add_argument("--objects-per-step", type=int, default=10)
+    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--indexes", default="grid,dkm",
+                   help="comma-separated; the first is the baseline (grid is added if neither "
+                        "reference nor grid is listed)")
+    b.add_argument("--baseline", default=None, help="baseline index for the ratios (default: the first)")
     b.add_argument("--window", default=_env("window", "none"))
     b.add_argument("--space", default=_env("space", "-180,-90,180,90"))
     b.add_argument("--repeat", type=int, default=3)
     b.add_argument("--max-events", type=int, default=None, help="only the first N valid events")
-    b.add_argument("--json", default=None, help="also write the report here")
+    b.add_argument("--out", default=None, help="write DIR/bench.json, DIR/throughput.png, DIR/memory.png")
+    b.add_argument("--json", default=None, help="also write the JSON report to this file")
+    b.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run")
     b.set_defaults(func=cmd_bench)
 
     d = sp.add_parser("demo", help="generate a GeoNames workload and run it (make demo)")

@@ -20,7 +20,7 @@ import numpy as np
 
 from .config import Space, Window
 from .index import INDEXES
-from .io.events import RANGE, Change, Event, Match, Notification, Pub, Sub, Unsub
+from .io.events import RANGE, Backfill, Change, Event, Match, Notification, Pub, Sub, Tick, Unsub
 from .results.kbest import insert_newest, remove, replace, threshold
 from .store.objects import AliveStore, ObjectTable
 from .subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
@@ -35,10 +35,14 @@ class Engine:
     notifications; ``results(id)`` / ``all_results()`` read current results.
     ``kmax``: under a window, each kNN/top-k subscription buffers ``ceil(kmax*k)``
     objects (at most 4k) so most expiries need no re-evaluation (CkQST's kmax).
+    ``external_expiry``: objects leave the window only when told (``apply_routed``),
+    as a worker among several is: it sees a part of the stream, the dispatcher knows
+    the whole window.
     """
 
     def __init__(self, window: Window | str = "none", space: Space | None = None,
-                 index: str = "grid", kmax: float = 2.0, **index_params: Any) -> None:
+                 index: str = "grid", kmax: float = 2.0, external_expiry: bool = False,
+                 **index_params: Any) -> None:
         if index not in INDEXES:
             raise ValueError(unknown_index(index))
         self.window = Window.parse(window) if isinstance(window, str) else window
@@ -66,6 +70,8 @@ class Engine:
         self._stamp = np.zeros(0, dtype=np.int64)
         self._stamp_base = 0
         self._dead: list[int] = []
+        self.external = external_expiry
+        self._alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
@@ -89,11 +95,47 @@ class Engine:
             publish_pubs(self, run, out)
         return out
 
-    def _apply(self, ev: Event, slot: int | None = None) -> list[Notification]:
+    def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]]) -> list[list[Notification]]:
+        """A worker's share of a micro-batch: ``(event or Tick, seqs of objects that leave
+        the window first)`` in stream order; returns each item's notifications."""
+        assert self.external, "apply_routed needs Engine(external_expiry=True)"
+        out: list[list[Notification]] = [[] for _ in items]
+        compiled = getattr(self.index, "compiled", False)
+        i = 0
+        while i < len(items):
+            ev, expire = items[i]
+            if compiled and isinstance(ev, Pub) and not expire:
+                j = i
+                while j < len(items) and isinstance(items[j][0], Pub) and not items[j][1]:
+                    j += 1
+                from .fastpath import publish_pubs
+
+                notes: list[Notification] = []
+                tags: list[int] = []
+                publish_pubs(self, [it[0] for it in items[i:j]], notes, tags)
+                for n, k in zip(notes, tags):
+                    out[i + k].append(n)
+                i = j
+                continue
+            if isinstance(ev, Backfill):
+                o = self._add_object(ev.pub)
+                self.stats["objects"] -= 1  # not a publication here
+                self.alive.add(o, self.objs.keywords(o).tolist())
+                self._alive_by_seq[ev.pub.seq] = o
+            else:
+                out[i] = self._apply(ev, expire=expire)
+            i += 1
+        return out
+
+    def _apply(self, ev: Event | Tick, slot: int | None = None, expire: tuple[int, ...] = ()) -> list[Notification]:
         """One event on the plain path (``slot``: the pub's object, if already added)."""
         now = float(ev.t)
         self._expire_subs(now)
-        if self.window.kind == "time":
+        if self.external:
+            gone = [self._alive_by_seq.pop(q) for q in expire]
+            if gone:
+                self._expire_objects(gone)
+        elif self.window.kind == "time":
             gone = []
             while self._obj_expiry and self._obj_expiry[0][0] <= now:
                 gone.append(heapq.heappop(self._obj_expiry)[2])
@@ -103,7 +145,7 @@ class Engine:
             self._publish(ev, self._add_object(ev) if slot is None else slot)
         elif isinstance(ev, Sub):
             self._subscribe(ev)
-        else:
+        elif isinstance(ev, Unsub):
             self._drop(self.subs.slot_of[ev.id])
         out = self._notifications(ev.t)
         for o in self._unref:
@@ -185,12 +227,14 @@ class Engine:
 
     def _publish(self, ev: Pub, o: int) -> None:
         w = self.window
-        if w.kind == "count" and len(self._fifo) == w.n:
+        if w.kind == "count" and len(self._fifo) == w.n and not self.external:
             self._expire_objects([self._fifo.popleft()])  # the oldest leaves as this one arrives
         kw_arr = self.objs.keywords(o)
         if w.retains:
             self.alive.add(o, kw_arr.tolist())
-            if w.kind == "count":
+            if self.external:
+                self._alive_by_seq[ev.seq] = o
+            elif w.kind == "count":
                 self._fifo.append(o)
             else:
                 heapq.heappush(self._obj_expiry, (float(self.objs.cols.expiry[o]), ev.seq, o))

@@ -240,15 +240,15 @@ def _emit(i, s, o, d, out_i, out_s, out_o, out_d, counters):
 
 
 # -- the driver ----------------------------------------------------------------------------
-def publish_pubs(eng, pubs: list, out: list) -> None:
+def publish_pubs(eng, pubs: list, out: list, tags: list | None = None) -> None:
     """Apply a run of pub events on ``eng`` (an Engine over a compiled index), appending
-    notifications to ``out`` in stream order."""
+    notifications to ``out`` in stream order (and, with ``tags``, each one's pub index)."""
     slots = [eng._add_object(ev) for ev in pubs]
     i = 0
     while i < len(pubs):
         h = eng._sub_expiry
         if h and h[0][0] <= float(pubs[i].t):  # a subscription ends first: plain path
-            out.extend(eng._apply(pubs[i], slots[i]))
+            _extend(out, tags, eng._apply(pubs[i], slots[i]), i)
             i += 1
             continue
         j = i + 1
@@ -256,11 +256,17 @@ def publish_pubs(eng, pubs: list, out: list) -> None:
         end = min(len(pubs), i + SEGMENT)
         while j < end and float(pubs[j].t) < limit:
             j += 1
-        done = _segment(eng, pubs[i:j], slots[i:j], out)
+        done = _segment(eng, pubs[i:j], slots[i:j], out, tags, i)
         i += done
         if done < j - i + done:  # stopped: a held object leaves before this pub
-            out.extend(eng._apply(pubs[i], slots[i]))
+            _extend(out, tags, eng._apply(pubs[i], slots[i]), i)
             i += 1
+
+
+def _extend(out: list, tags: list | None, notes: list, i: int) -> None:
+    out.extend(notes)
+    if tags is not None:
+        tags.extend([i] * len(notes))
 
 
 def _expiries(eng, pubs: list, slots: list[int]) -> tuple[np.ndarray, np.ndarray, list]:
@@ -270,7 +276,9 @@ def _expiries(eng, pubs: list, slots: list[int]) -> tuple[np.ndarray, np.ndarray
     owner: list[int] = []
     objs: list[int] = []
     taken: list = []  # popped from the time-window heap; what is not consumed goes back
-    if w.kind == "count":
+    if eng.external:
+        pass  # the dispatcher says what leaves, and such pubs take the plain path
+    elif w.kind == "count":
         a = len(eng._fifo)
         seq = list(islice(eng._fifo, max(0, min(a, a + m - w.n))))  # only the ones that leave
         seq.extend(slots)
@@ -301,7 +309,7 @@ def _expiries(eng, pubs: list, slots: list[int]) -> tuple[np.ndarray, np.ndarray
     return np.cumsum(off), exp_obj, taken
 
 
-def _segment(eng, pubs: list, slots: list[int], out: list) -> int:
+def _segment(eng, pubs: list, slots: list[int], out: list, tags: list | None, base: int) -> int:
     """Run the kernel over ``pubs``; returns how many it applied (it stops before a pub
     whose expiries touch a result)."""
     m = len(pubs)
@@ -344,7 +352,7 @@ def _segment(eng, pubs: list, slots: list[int], out: list) -> int:
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
             eng._stamp,
             out_i, out_s, out_o, out_d, queue, dead, counters)
-        _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out)
+        _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out, tags, base)
         if status != STOP_FULL:
             break
         start = nxt
@@ -353,7 +361,8 @@ def _segment(eng, pubs: list, slots: list[int], out: list) -> int:
     return done
 
 
-def _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out: list) -> None:
+def _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out: list, tags: list | None,
+           base: int) -> None:
     """Turn one kernel call's rows into notifications; re-post queued slots; free objects."""
     sc, oids, sids = eng.subs.cols, eng.objs.ids, eng.subs.ids
     n = int(counters[C_OUT])
@@ -368,9 +377,13 @@ def _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out: li
             t = pubs[i].t
             if d == -2:
                 out.append(Match(sids[s], t, oids[o]))
+                if tags is not None:
+                    tags.append(base + i)
                 continue
             if d != -3:  # -3: entered the buffer below the first k, nothing to notify
                 out.append(Change(sids[s], t, (oids[o],), (oids[d],) if d >= 0 else ()))
+                if tags is not None:
+                    tags.append(base + i)
             if holders is not None:
                 holders.setdefault(o, []).append(s)
             if d >= 0:
@@ -387,7 +400,11 @@ def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:
     """Bring the window bookkeeping up to the ``done`` pubs the kernel applied."""
     w = eng.window
     consumed = set(exp_obj[: exp_off[done]].tolist())
-    if w.kind == "count":
+    if eng.external:
+        for i in range(done):
+            if w.retains:
+                eng._alive_by_seq[pubs[i].seq] = slots[i]
+    elif w.kind == "count":
         for i in range(done):
             if exp_off[i + 1] > exp_off[i]:
                 eng._fifo.popleft()

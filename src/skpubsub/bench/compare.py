@@ -1,96 +1,471 @@
-"""``skpubsub bench``: engines side by side on the same validated events, in one run.
+"""``skpubsub bench``: the benchmark suite — engines side by side on the same events, in one run.
 
-The events are read and validated once; each engine applies them from memory
-(notifications are produced but not written), so the figure is the engine's own
-throughput. Every index is run ``repeat`` times, alternating, and the median is
-reported with its ratio to the baseline (the first index, by default the
-reference engine).
+The workload is either an event file or generated in memory from a real dataset
+(:mod:`skpubsub.bench.workload`, no churn by default: every subscription at
+``t = 0``, then the objects).  The events are validated once by the
+:class:`~skpubsub.io.validate.Gate` and held in memory; each index then applies
+them to a fresh engine (notifications are produced but not written), so the
+figures are the engines' own costs.  Per run and per index, two phases are timed
+separately:
+
+- **build** — the events before the first ``pub`` (the initial subscriptions):
+  build seconds, and ``engine.nbytes`` per active subscription after it and at
+  the end of the run (``nbytes`` covers the index, the subscription/result
+  tables and the object table; the reference engine has none: null);
+- **arrivals** — every later event: objects per second (the papers' AMP).
+
+Expiries (the papers' EMP) happen during the arrivals under a ``count``/``time``
+window; when the engine's ``stats`` carry ``expired`` (objects that left the
+window) and ``expiry_seconds`` (time spent handling them), the report gives
+expired objects per second of expiry work, otherwise null.  It also gives
+candidates examined and subscriptions affected per object, the notification
+count, and whether the final ``all_results()`` and the notification stream equal
+the baseline's (the exactness check).
+
+Each repeat runs every index once, alternating; figures are medians over the
+repeats (every run is kept in the JSON).  Before timing, each compiled index gets
+one untimed warm-up run on a small prefix of the workload (it loads/compiles the
+Numba kernels).  The baseline is the first index (or ``--baseline``); the
+reference engine or the plain ``grid`` is always among the indexes.
 """
 
 from __future__ import annotations
 
+import datetime
+import gc
+import hashlib
 import json
+import os
+import platform
 import statistics
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import Space, Window
 from ..engine import make_engine
-from ..io.events import Pub, Rejection
+from ..io.events import Pub, Rejection, Sub, Unsub
 from ..io.lines import read_lines
 from ..io.validate import Gate
 
+CHUNK = 4096  # events per engine.apply call while timing the arrivals
+WARMUP_EVENTS = 2000  # events in the untimed warm-up run (half build, half arrivals)
+BASELINES = ("reference", "grid")  # one of them is always measured
+REFERENCE_CHECKS_NOTE = 20_000_000  # objects x subscriptions above which the reference gets a note
+
+
+# -- the workload ----------------------------------------------------------------------------
+def _load(path: str | Path, window: Window, space: Space) -> tuple[list, int]:
+    """Valid events of a file, and the number of rejected lines."""
+    gate = Gate(window, space)
+    events: list = []
+    rejected = 0
+    with open(path, "rb") as f:
+        for n, raw in read_lines(f):
+            ev = gate.admit_line(raw, n)
+            if isinstance(ev, Rejection):
+                rejected += 1
+            else:
+                events.append(ev)
+    return events, rejected
+
 
 def load_events(path: str | Path, window: Window, space: Space, max_events: int | None = None) -> list:
-    gate = Gate(window, space)
-    with open(path, "rb") as f:
-        admitted = (gate.admit_line(raw, n) for n, raw in read_lines(f))
-        events = [ev for ev in admitted if not isinstance(ev, Rejection)]
+    """The valid events of an event file, in stream order (the first ``max_events``)."""
+    events, _ = _load(path, window, space)
     return events[:max_events] if max_events else events
 
 
-def _once(index: str, events: list, window: Window, space: Space) -> dict[str, Any]:
-    engine = make_engine(index, window, space)
-    start = time.perf_counter()
-    n_notes = 0
-    for i in range(0, len(events), 2048):
-        n_notes += len(engine.apply(events[i:i + 2048]))
-    secs = time.perf_counter() - start
-    n_obj = engine.stats["objects"]
-    return {"seconds": secs, "objects_per_second": n_obj / secs, "notifications": n_notes,
-            "candidates_per_object": engine.stats["candidates"] / max(1, n_obj),
-            "affected_per_object": engine.stats["affected"] / max(1, n_obj),
-            "memory_bytes": getattr(engine, "nbytes", None),
-            "results": engine.all_results()}
+def generated_events(config: Any, window: Window, space: Space) -> tuple[list, int]:
+    """The events of a :class:`~skpubsub.bench.workload.WorkloadConfig`, validated in memory."""
+    from .workload import generate
+
+    gate = Gate(window, space)
+    events: list = []
+    rejected = 0
+    for seq, rec in enumerate(generate(config), start=1):
+        ev = gate.admit(rec, seq)
+        if isinstance(ev, Rejection):
+            rejected += 1
+        else:
+            events.append(ev)
+    return events, rejected
 
 
-def compare(events_path: str | Path, indexes: list[str], window: Window, space: Space,
-            repeat: int = 3, max_events: int | None = None) -> dict[str, Any]:
-    events = load_events(events_path, window, space, max_events)
-    n_obj = sum(isinstance(e, Pub) for e in events)
-    runs: dict[str, list[dict]] = {ix: [] for ix in indexes}
-    for _ in range(repeat):
-        for ix in indexes:
-            runs[ix].append(_once(ix, events, window, space))
-    report: dict[str, Any] = {"events": len(events), "objects": n_obj, "window": str(window),
-                              "repeat": repeat, "indexes": {}}
-    base = statistics.median(r["objects_per_second"] for r in runs[indexes[0]])
-    first_results = runs[indexes[0]][0]["results"]
-    for ix, rs in runs.items():
-        ops = statistics.median(r["objects_per_second"] for r in rs)
-        last = rs[-1]
-        report["indexes"][ix] = {
-            "objects_per_second_median": round(ops, 1),
-            "objects_per_second_runs": [round(r["objects_per_second"], 1) for r in rs],
-            "ratio_to_baseline": round(ops / base, 2),
-            "notifications": last["notifications"],
-            "candidates_per_object": round(last["candidates_per_object"], 3),
-            "affected_per_object": round(last["affected_per_object"], 3),
-            "memory_bytes": last["memory_bytes"],
-            "same_results_as_baseline": last["results"] == first_results,
+@dataclass
+class Workload:
+    """Validated events held in memory; ``build`` = events before the first pub."""
+
+    events: list
+    describe: dict[str, Any]  # the workload config (dataset flags) or the events file
+    rejected: int = 0
+    cut: int | None = None  # events dropped by --max-events
+    build: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.build = next((i for i, ev in enumerate(self.events) if isinstance(ev, Pub)), len(self.events))
+
+    def counts(self) -> dict[str, int]:
+        evs = self.events
+        return {
+            "events": len(evs),
+            "build_events": self.build,
+            "initial_subscriptions": sum(isinstance(e, Sub) for e in evs[: self.build]),
+            "arrival_events": len(evs) - self.build,
+            "objects": sum(isinstance(e, Pub) for e in evs),
+            "subs_during_arrivals": sum(isinstance(e, Sub) for e in evs[self.build:]),
+            "unsubs": sum(isinstance(e, Unsub) for e in evs),
+            "rejected": self.rejected,
         }
+
+
+def warmup_events(events: list, build: int, n: int = WARMUP_EVENTS) -> list:
+    """A small valid prefix-like stream: up to ``n/2`` build events, then up to ``n/2``
+    arrival events (so the publish kernels run even when the stream opens with many
+    subscriptions); unsubs of subscriptions left out are dropped."""
+    half = n // 2
+    head = events[: min(build, half)]
+    active = {ev.id for ev in head if isinstance(ev, Sub)}
+    for ev in head:
+        if isinstance(ev, Unsub):
+            active.discard(ev.id)
+    out = list(head)
+    for ev in events[build: build + half]:
+        if isinstance(ev, Unsub):
+            if ev.id not in active:
+                continue
+            active.discard(ev.id)
+        elif isinstance(ev, Sub):
+            active.add(ev.id)
+        out.append(ev)
+    return out
+
+
+# -- one run ----------------------------------------------------------------------------------
+def _active_subs(engine: Any) -> int:
+    subs = engine.subs
+    return len(subs.slot_of) if hasattr(subs, "slot_of") else len(subs)
+
+
+def _per(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def run_once(index: str, events: list, build: int, window: Window, space: Space) -> dict[str, Any]:
+    """One fresh engine over the events: build and arrivals timed apart."""
+    gc.collect()
+    engine = make_engine(index, window, space)
+    notes_hash = hashlib.blake2b(digest_size=16)
+    n_notes = 0
+
+    start = time.perf_counter()
+    notes = engine.apply(events[:build])
+    build_s = time.perf_counter() - start
+    n_notes += len(notes)
+    for n in notes:
+        notes_hash.update(repr(n).encode())
+    mem_build = getattr(engine, "nbytes", None)
+    subs_build = _active_subs(engine)
+    before = dict(engine.stats)
+
+    arrival_s = 0.0
+    for i in range(build, len(events), CHUNK):
+        start = time.perf_counter()
+        notes = engine.apply(events[i:i + CHUNK])
+        arrival_s += time.perf_counter() - start
+        n_notes += len(notes)  # hashed outside the timed region
+        for n in notes:
+            notes_hash.update(repr(n).encode())
+
+    stats = engine.stats
+    n_obj = stats["objects"] - before.get("objects", 0)
+    expired = exp_s = None
+    if "expired" in stats and "expiry_seconds" in stats:
+        expired = int(stats["expired"] - before.get("expired", 0))
+        exp_s = float(stats["expiry_seconds"] - before.get("expiry_seconds", 0.0))
+    mem_end = getattr(engine, "nbytes", None)
+    subs_end = _active_subs(engine)
+    results = repr(engine.all_results()).encode()
+    return {
+        "build_seconds": build_s,
+        "arrival_seconds": arrival_s,
+        "objects": n_obj,
+        "objects_per_second": _per(n_obj, arrival_s) if n_obj else None,
+        "expired": expired,
+        "expiry_seconds": exp_s,
+        "expiries_per_second": _per(expired, exp_s) if expired else None,
+        "objects_per_second_excl_expiry": (_per(n_obj, arrival_s - exp_s)
+                                           if n_obj and exp_s is not None else None),
+        "notifications": n_notes,
+        "notifications_digest": notes_hash.hexdigest(),
+        "results_digest": hashlib.blake2b(results, digest_size=16).hexdigest(),
+        "candidates": stats["candidates"] - before.get("candidates", 0),
+        "affected": stats["affected"] - before.get("affected", 0),
+        "memory_bytes_build": mem_build,
+        "memory_bytes_end": mem_end,
+        "subscriptions_build": subs_build,
+        "subscriptions_end": subs_end,
+    }
+
+
+# -- the suite --------------------------------------------------------------------------------
+def order_indexes(indexes: list[str], baseline: str | None) -> tuple[list[str], list[str]]:
+    """Indexes in run order, baseline first; the notes on what was added."""
+    notes: list[str] = []
+    out: list[str] = []
+    for ix in indexes:
+        if ix and ix not in out:
+            out.append(ix)
+    if not any(ix in BASELINES for ix in out):
+        out.insert(0, "grid")
+        notes.append("added the plain grid index: the reference engine or the plain grid is always measured")
+    if baseline is not None:
+        if baseline in out:
+            out.remove(baseline)
+        out.insert(0, baseline)
+    return out, notes
+
+
+def _median(xs: list) -> float | None:
+    vals = [x for x in xs if x is not None]
+    return statistics.median(vals) if vals and len(vals) == len(xs) else None
+
+
+def _r(x: float | None, nd: int) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def machine_info() -> dict[str, Any]:
+    import numpy
+
+    try:
+        import numba
+        numba_version = numba.__version__
+    except ImportError:  # pragma: no cover
+        numba_version = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or None,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "numba": numba_version,
+        "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def bench(work: Workload, indexes: list[str], window: Window, space: Space, repeat: int = 3,
+          warmup: bool = True, notes: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
+    """Run every index ``repeat`` times (alternating) over ``work``; the report dict.
+
+    ``indexes[0]`` is the baseline.  ``progress``: a callable taking a line of text.
+    """
+    say = progress or (lambda _msg: None)
+    events, build = work.events, work.build
+    counts = work.counts()
+    notes = list(notes or [])
+    if work.cut:
+        notes.append(f"stream cut to its first {len(events)} valid events by --max-events "
+                     f"({work.cut} later events not run)")
+    if "reference" in indexes:
+        checks = counts["objects"] * max(1, counts["initial_subscriptions"])
+        msg = ("the reference engine checks every subscription against every object "
+               f"(~{checks:.2g} checks per run)")
+        if checks > REFERENCE_CHECKS_NOTE and not work.cut:
+            msg += "; use --max-events to cut the stream"
+        notes.append(msg)
+        say(f"note: {msg}")
+    if "reference" in indexes and window.retains and len(indexes) > 1:
+        notes.append("aff/obj: the reference counts result changes, the indexed engines entries into "
+                     "their k-best buffers (up to kmax*k under a window), so they may differ")
+    if window.kind == "none":
+        notes.append("window none: objects never expire, so there are no expiry figures")
+    elif counts["objects"] and window.kind == "count" and counts["objects"] <= window.n:
+        notes.append(f"window {window}: no more objects than the window holds, so none expires")
+
+    warm: dict[str, float | None] = {}
+    if warmup:
+        wev = warmup_events(events, build)
+        wbuild = next((i for i, ev in enumerate(wev) if isinstance(ev, Pub)), len(wev))
+        for ix in indexes:
+            if ix == "reference":  # nothing to compile; O(S) per object
+                warm[ix] = None
+                continue
+            start = time.perf_counter()
+            run_once(ix, wev, wbuild, window, space)
+            warm[ix] = time.perf_counter() - start
+            say(f"warm-up {ix}: {len(wev)} events in {warm[ix]:.2f} s (untimed)")
+
+    runs: dict[str, list[dict]] = {ix: [] for ix in indexes}
+    for rep in range(repeat):
+        for ix in indexes:
+            r = run_once(ix, events, build, window, space)
+            runs[ix].append(r)
+            ops = r["objects_per_second"]
+            say(f"run {rep + 1}/{repeat} {ix}: build {r['build_seconds']:.3f} s, "
+                f"arrivals {ops or 0:,.0f} objects/s")
+
+    base = indexes[0]
+    base_ops = _median([r["objects_per_second"] for r in runs[base]])
+    base_eps = _median([r["expiries_per_second"] for r in runs[base]])
+    base_res = runs[base][0]["results_digest"]
+    base_notes = runs[base][0]["notifications_digest"]
+    report: dict[str, Any] = {
+        "suite": "skpubsub bench",
+        "workload": work.describe,
+        **counts,
+        "window": str(window),
+        "space": [space.x1, space.y1, space.x2, space.y2],
+        "repeat": repeat,
+        "baseline": base,
+        "machine": machine_info(),
+        "notes": notes,
+        "indexes": {},
+    }
+    for ix, rs in runs.items():
+        ops = _median([r["objects_per_second"] for r in rs])
+        eps = _median([r["expiries_per_second"] for r in rs])
+        last = rs[-1]
+        n_obj = last["objects"]
+        subs_b, subs_e = last["subscriptions_build"], last["subscriptions_end"]
+        mem_b, mem_e = last["memory_bytes_build"], last["memory_bytes_end"]
+        report["indexes"][ix] = {
+            "build_seconds_median": _r(_median([r["build_seconds"] for r in rs]), 6),
+            "build_seconds_runs": [_r(r["build_seconds"], 6) for r in rs],
+            "memory_bytes_build": mem_b,
+            "memory_bytes_end": mem_e,
+            "subscriptions_build": subs_b,
+            "subscriptions_end": subs_e,
+            "bytes_per_subscription_build": _r(_per(mem_b, subs_b), 1),
+            "bytes_per_subscription_end": _r(_per(mem_e, subs_e), 1),
+            "arrival_seconds_runs": [_r(r["arrival_seconds"], 6) for r in rs],
+            "arrivals_objects_per_second_median": _r(ops, 1),
+            "arrivals_objects_per_second_runs": [_r(r["objects_per_second"], 1) for r in rs],
+            "ratio_to_baseline": _r(_per(ops, base_ops), 3),
+            "arrivals_objects_per_second_excl_expiry_median":
+                _r(_median([r["objects_per_second_excl_expiry"] for r in rs]), 1),
+            "expired": last["expired"],
+            "expiry_seconds_runs": [_r(r["expiry_seconds"], 6) for r in rs],
+            "expiries_objects_per_second_median": _r(eps, 1),
+            "expiries_objects_per_second_runs": [_r(r["expiries_per_second"], 1) for r in rs],
+            "expiry_ratio_to_baseline": _r(_per(eps, base_eps), 3),
+            "notifications": last["notifications"],
+            "candidates_per_object": _r(_per(last["candidates"], n_obj), 3),
+            "affected_per_object": _r(_per(last["affected"], n_obj), 3),
+            "same_results_as_baseline": all(r["results_digest"] == base_res for r in rs),
+            "same_notifications_as_baseline": all(r["notifications_digest"] == base_notes for r in rs),
+            "warmup_seconds": _r(warm.get(ix), 3),
+        }
+    for ix, r in report["indexes"].items():
+        if not (r["same_results_as_baseline"] and r["same_notifications_as_baseline"]):
+            notes.append(f"{ix}: results or notifications differ from the baseline {base}!")
     return report
 
 
+# -- output -----------------------------------------------------------------------------------
+def _fmt(x: float | None, spec: str, width: int) -> str:
+    return f"{'n/a':>{width}}" if x is None else f"{x:>{width}{spec}}"
+
+
+def _describe(rep: dict[str, Any]) -> str:
+    w = rep["workload"]
+    if "events_file" in w:
+        src = f"events file {w['events_file']}"
+    else:
+        kinds = f"{w['kind']}" + (f", match {w['match']}" if w["kind"] != "topk" else "")
+        src = f"{w['dataset']} workload ({kinds}, kmax {w['kmax']}, seed {w['seed']})"
+    return (f"{src}: {rep['events']:,} events = {rep['initial_subscriptions']:,} initial subscriptions "
+            f"+ {rep['arrival_events']:,} arrivals ({rep['objects']:,} objects); window {rep['window']}; "
+            f"median of {rep['repeat']} run(s); baseline {rep['baseline']}")
+
+
 def format_report(rep: dict[str, Any]) -> str:
-    lines = [f"{rep['events']} events ({rep['objects']} objects), window {rep['window']}, "
-             f"median of {rep['repeat']} runs"]
-    lines.append(f"{'index':<12}{'objects/s':>12}{'ratio':>9}{'cand/obj':>10}{'aff/obj':>9}  same results")
+    lines = [_describe(rep)]
+    head = (f"{'index':<11}{'build s':>9}{'B/sub build':>13}{'B/sub end':>11}{'arrivals obj/s':>16}"
+            f"{'ratio':>9}{'expiries obj/s':>16}{'cand/obj':>10}{'aff/obj':>9}  same results")
+    lines.append(head)
+    lines.append("-" * len(head))
     for ix, r in rep["indexes"].items():
-        lines.append(f"{ix:<12}{r['objects_per_second_median']:>12,.0f}{r['ratio_to_baseline']:>8.1f}x"
-                     f"{r['candidates_per_object']:>10.1f}{r['affected_per_object']:>9.2f}  "
-                     f"{r['same_results_as_baseline']}")
+        ratio = r["ratio_to_baseline"]
+        same = r["same_results_as_baseline"] and r["same_notifications_as_baseline"]
+        if ix == rep["baseline"]:
+            same_txt = "yes (baseline)"
+        elif same:
+            same_txt = "yes"
+        elif r["same_results_as_baseline"]:
+            same_txt = "NO (notifications differ)"
+        else:
+            same_txt = "NO (results differ)"
+        ratio_txt = f"{'n/a':>9}" if ratio is None else f"{ratio:>8.2f}x"
+        lines.append(
+            f"{ix:<11}{_fmt(r['build_seconds_median'], '.3f', 9)}"
+            f"{_fmt(r['bytes_per_subscription_build'], ',.0f', 13)}"
+            f"{_fmt(r['bytes_per_subscription_end'], ',.0f', 11)}"
+            f"{_fmt(r['arrivals_objects_per_second_median'], ',.0f', 16)}{ratio_txt}"
+            f"{_fmt(r['expiries_objects_per_second_median'], ',.0f', 16)}"
+            f"{_fmt(r['candidates_per_object'], ',.1f', 10)}{_fmt(r['affected_per_object'], '.2f', 9)}"
+            f"  {same_txt}")
+    for note in rep["notes"]:
+        lines.append(f"note: {note}")
     return "\n".join(lines)
 
 
-def main(events: str, indexes: str, window: Window, space: Space, repeat: int, max_events: int | None,
-         out: str | None) -> int:
-    rep = compare(events, indexes.split(","), window, space, repeat, max_events)
+def write_outputs(rep: dict[str, Any], out: str | Path | None = None, json_path: str | Path | None = None
+                  ) -> list[Path]:
+    """``out/bench.json`` + PNG plots (with ``out``), and/or the JSON at ``json_path``."""
+    written: list[Path] = []
+    text = json.dumps(rep, indent=2) + "\n"
+    if out is not None:
+        d = Path(out)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "bench.json").write_text(text)
+        written.append(d / "bench.json")
+        from .plots import write_plots  # matplotlib only here
+
+        written.extend(write_plots(rep, d))
+    if json_path is not None:
+        p = Path(json_path)
+        if p.parent != Path(""):
+            p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        written.append(p)
+    return written
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main(events: str | None, indexes: list[str], window: Window, space: Space, repeat: int = 3,
+         max_events: int | None = None, out: str | None = None, json_path: str | None = None,
+         workload: Any = None, baseline: str | None = None, warmup: bool = True) -> int:
+    """``skpubsub bench``: ``events`` (a file) or ``workload`` (a WorkloadConfig)."""
+    order, notes = order_indexes(indexes, baseline)
+    if events is not None:
+        evs, rejected = _load(events, window, space)
+        describe: dict[str, Any] = {"events_file": str(events)}
+    else:
+        _progress(f"generating {workload.subscriptions:,} subscriptions + {workload.objects:,} objects "
+                  f"from {workload.dataset} ...")
+        evs, rejected = generated_events(workload, window, space)
+        describe = workload.to_dict()
+    cut = None
+    if max_events is not None and len(evs) > max_events:
+        cut = len(evs) - max_events
+        evs = evs[:max_events]
+    work = Workload(evs, describe, rejected, cut)
+    _progress(f"{len(evs):,} valid events in memory ({rejected} rejected); indexes {', '.join(order)}")
+    rep = bench(work, order, window, space, repeat, warmup=warmup, notes=notes, progress=_progress)
     print(format_report(rep))
-    if out:
-        Path(out).write_text(json.dumps(rep, indent=2) + "\n")
+    for p in write_outputs(rep, out, json_path):
+        print(f"wrote {p}")
     return 0
 
 
-__all__ = ["compare", "format_report", "load_events", "main"]
+__all__ = ["Workload", "bench", "format_report", "generated_events", "load_events", "main",
+           "order_indexes", "run_once", "warmup_events", "write_outputs"]

@@ -52,6 +52,23 @@ class Unsub:
     t: Time
 
 
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """Runtime-internal: brings a worker to time ``t`` (the expiries due there) when the
+    event at stream position ``seq`` was not routed to it. Never read from input."""
+
+    seq: int
+    t: Time
+
+
+@dataclass(frozen=True, slots=True)
+class Backfill:
+    """Runtime-internal: an alive object a worker lacked, handed over before a new
+    subscription there needs it; joins the worker's window without being matched."""
+
+    pub: Pub
+
+
 Event = Union[Pub, Sub, Unsub]
 
 

@@ -44,17 +44,19 @@ def engine_factory(index: str, **params: Any) -> EngineFactory:
     return make
 
 
-# Index parameters worth a conformance run of their own (small grids put many
-# subscriptions in one cell, large ones spread regions over many cells; the
-# variants with max_cells/shrink force global postings or lazy re-posting).
-# Parameters an index does not accept are dropped, so a renamed knob degrades a
-# variant instead of breaking every test; an index not listed runs with defaults.
+# Engine/index parameters worth a conformance run of their own: small grids put
+# many subscriptions in one cell, large ones spread regions over many cells; the
+# max_cells/shrink variants force global postings or lazy re-posting; kmax=1
+# (no result buffer: every expiry of a member refills) and kmax=4 (deep buffers)
+# bracket the engine's default. Parameters neither the index nor ``Engine``
+# accepts are dropped, so a renamed knob degrades a variant instead of breaking
+# every test; an index not listed runs with its defaults.
 INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
-    "grid": [{"grid": 1}, {"grid": 2}, {"grid": 8}, {"grid": 64},
+    "grid": [{"grid": 1}, {"grid": 2, "kmax": 1.0}, {"grid": 8}, {"grid": 64, "kmax": 4.0},
              {"grid": 16, "max_cells": 1_000_000, "shrink": 1},
-             {"grid": 64, "max_cells": 2, "shrink": 1000}],
+             {"grid": 64, "max_cells": 2, "shrink": 1000, "kmax": 1.0}],
     # dkm and gi2 are one compiled class today: the variants run under one name
-    "dkm": [{}, {"grid": 4, "max_cells": 1}, {"grid": 64, "max_cells": 16}],
+    "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"grid": 64, "max_cells": 16, "kmax": 4.0}],
 }
 
 
@@ -62,12 +64,14 @@ def index_configs(variants: dict[str, list[dict[str, Any]]] | None = None) -> li
     """(index name, params) for every registered index (``INDEXES``) and its variants."""
     import inspect
 
+    from ..engine import Engine
     from ..index import INDEXES
 
     variants = INDEX_VARIANTS if variants is None else variants
+    engine_params = set(inspect.signature(Engine).parameters) - {"window", "space", "index", "index_params"}
     out: list[tuple[str, dict[str, Any]]] = []
     for name, cls in INDEXES.items():
-        accepted = inspect.signature(cls).parameters
+        accepted = set(inspect.signature(cls).parameters) | engine_params
         for params in variants.get(name, [{}]):
             kept = {k: v for k, v in params.items() if k in accepted}
             if (name, kept) not in out:

@@ -1,0 +1,1 @@
+"""Partitioning subscriptions across workers: statistics, cost models, planners (issue 4)."""

@@ -1,0 +1,80 @@
+"""Pieces every planner shares: greedy least-loaded assignment and a plan over it."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..io.events import Sub
+
+
+def lpt(costs: Iterable[tuple[Any, float]], m: int, loads: list[float] | None = None) -> tuple[dict, list[float]]:
+    """Greedy LPT (longest processing time first; DkM-SKS Algorithm 1, a 3/2-approximation):
+    items sorted by cost descending, each to the currently least-loaded worker.
+
+    Returns ({item: worker}, loads). O(n log n + n log m).
+    """
+    loads = list(loads) if loads is not None else [0.0] * m
+    heap = [(load, w) for w, load in enumerate(loads)]
+    heapq.heapify(heap)
+    out = {}
+    for item, cost in sorted(costs, key=lambda ic: -ic[1]):
+        load, w = heapq.heappop(heap)
+        out[item] = w
+        loads[w] = load + cost
+        heapq.heappush(heap, (loads[w], w))
+    return out, loads
+
+
+class AssignedPlan:
+    """A plan holding an explicit assignment plus a rule for new subscriptions.
+
+    ``new_rule(sub, plan) -> (workers, cost)`` places a subscription that was not
+    in the initial set; by default, the least-loaded worker with cost 1.
+    """
+
+    def __init__(self, m: int, name: str, assignment: dict[Any, tuple[int, ...]], costs: dict[Any, float],
+                 new_rule: Callable[[Sub, "AssignedPlan"], tuple[tuple[int, ...], float]] | None = None,
+                 info: dict | None = None) -> None:
+        self.m = m
+        self.name = name
+        self._where = dict(assignment)
+        self._cost = dict(costs)
+        self._loads = [0.0] * m
+        for sid, ws in self._where.items():
+            for w in ws:
+                self._loads[w] += self._cost.get(sid, 1.0) / len(ws)
+        self._new_rule = new_rule
+        self.info = info or {}
+
+    def least_loaded(self) -> int:
+        return min(range(self.m), key=lambda w: (self._loads[w], w))
+
+    def assign(self, sub: Sub) -> tuple[int, ...]:
+        ws = self._where.get(sub.id)
+        if ws is not None:
+            return ws
+        if self._new_rule is None:
+            ws, cost = (self.least_loaded(),), 1.0
+        else:
+            ws, cost = self._new_rule(sub, self)
+        self._where[sub.id] = ws
+        self._cost[sub.id] = cost
+        for w in ws:
+            self._loads[w] += cost / len(ws)
+        return ws
+
+    def remove(self, sub_id: Any) -> None:
+        ws = self._where.pop(sub_id, None)
+        if ws is None:
+            return
+        cost = self._cost.pop(sub_id, 1.0)
+        for w in ws:
+            self._loads[w] -= cost / len(ws)
+
+    def loads(self) -> list[float]:
+        return list(self._loads)
+
+    def describe(self) -> dict:
+        return {"partitioner": self.name, "workers": self.m, "loads": self.loads(), **self.info}

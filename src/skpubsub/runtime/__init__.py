@@ -1,0 +1,1 @@
+"""Running one stream on several worker engines: dispatcher, workers, merger (issue 4)."""

@@ -1,0 +1,173 @@
+"""`skpubsub bench`: the benchmark suite end to end (tiny workloads, JSON, PNG plots, errors)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skpubsub.bench.compare import order_indexes, warmup_events
+from skpubsub.cli import main
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+INDEX_KEYS = {
+    "build_seconds_median", "build_seconds_runs", "bytes_per_subscription_build", "bytes_per_subscription_end",
+    "memory_bytes_build", "memory_bytes_end", "arrivals_objects_per_second_median",
+    "arrivals_objects_per_second_runs", "ratio_to_baseline", "expired", "expiries_objects_per_second_median",
+    "expiries_objects_per_second_runs", "notifications", "candidates_per_object", "affected_per_object",
+    "same_results_as_baseline", "same_notifications_as_baseline",
+}
+TOP_KEYS = {"workload", "events", "objects", "initial_subscriptions", "window", "repeat", "baseline",
+            "machine", "notes", "indexes"}
+
+EVENTS = [
+    {"op": "sub", "id": "s1", "t": 0, "kind": "knn", "x": 2.35, "y": 48.85, "k": 2, "keywords": ["cafe", "wifi"]},
+    {"op": "sub", "id": "s2", "t": 0, "kind": "range", "rect": [2.2, 48.8, 2.5, 48.9], "keywords": ["concert"]},
+    {"op": "sub", "id": "s3", "t": 0, "kind": "topk", "x": 2.35, "y": 48.85, "k": 2, "alpha": 0.3,
+     "keywords": ["jazz", "bar"]},
+    {"op": "sub", "id": "s4", "t": 0, "kind": "knn", "x": 2.3, "y": 48.8, "k": 1, "keywords": ["bar", "concert"],
+     "match": "all"},
+    {"op": "pub", "id": "o1", "t": 1, "x": 2.34, "y": 48.86, "text": "Late jazz at the corner cafe"},
+    {"op": "pub", "id": "o2", "t": 2, "x": 2.3, "y": 48.85, "keywords": ["concert", "bar"]},
+    {"op": "pub", "id": "o3", "t": 3, "x": 2.36, "y": 48.85, "keywords": ["wifi"]},
+    {"op": "unsub", "id": "s1", "t": 4},
+    {"op": "pub", "id": "o4", "t": 5, "x": 2.31, "y": 48.81, "keywords": ["bar", "concert", "cafe"]},
+    {"op": "pub", "id": "o5", "t": 6, "x": 2.3, "y": 48.8, "keywords": ["bar", "jazz"]},
+    {"op": "pub", "id": "o6", "t": 7, "x": 2.33, "y": 48.84, "keywords": ["cafe"]},
+]
+
+
+def _check_report(rep: dict, indexes: list[str]) -> None:
+    assert TOP_KEYS <= rep.keys()
+    assert list(rep["indexes"]) == indexes
+    assert rep["baseline"] == indexes[0]
+    assert {"cpu_count", "python", "numpy", "numba", "timestamp"} <= rep["machine"].keys()
+    for ix, r in rep["indexes"].items():
+        assert INDEX_KEYS <= r.keys(), ix
+        assert r["ratio_to_baseline"] > 0, ix
+        assert r["arrivals_objects_per_second_median"] > 0, ix
+        assert len(r["arrivals_objects_per_second_runs"]) == rep["repeat"]
+        assert r["build_seconds_median"] >= 0
+        assert r["same_results_as_baseline"] is True, ix
+        assert r["same_notifications_as_baseline"] is True, ix
+        if ix != "reference":
+            assert r["bytes_per_subscription_build"] > 0, ix
+    assert rep["indexes"][indexes[0]]["ratio_to_baseline"] == 1.0
+
+
+def _check_pngs(out: Path) -> None:
+    for name in ("throughput.png", "memory.png"):
+        data = (out / name).read_bytes()
+        assert data[:8] == PNG_MAGIC, name
+        assert len(data) > 1000, name
+
+
+def test_generated_workload(tmp_path, capsys):
+    out = tmp_path / "bench"
+    code = main(["bench", "--dataset", "geonames-cities", "--subscriptions", "200", "--objects", "400",
+                 "--indexes", "reference,grid,dkm", "--repeat", "2", "--out", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "same results" in printed and "reference" in printed and "dkm" in printed
+    rep = json.loads((out / "bench.json").read_text())
+    _check_report(rep, ["reference", "grid", "dkm"])
+    assert rep["workload"]["dataset"] == "geonames-cities"
+    assert rep["workload"]["subscriptions"] == 200
+    assert rep["workload"]["sub_rate"] == 0 and rep["workload"]["unsub_rate"] == 0  # no churn by default
+    assert rep["initial_subscriptions"] == 200 and rep["objects"] == 400
+    for r in rep["indexes"].values():  # window none: nothing expires
+        assert r["expiries_objects_per_second_median"] is None
+    _check_pngs(out)
+
+
+def test_events_file_with_window(tmp_path, capsys):
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS) + "not json\n")
+    out = tmp_path / "out"
+    extra = tmp_path / "more" / "report.json"
+    code = main(["bench", str(events), "--indexes", "reference,grid,dkm", "--window", "count:2",
+                 "--repeat", "2", "--out", str(out), "--json", str(extra)])
+    assert code == 0
+    rep = json.loads((out / "bench.json").read_text())
+    assert json.loads(extra.read_text()) == rep  # --json: the same report
+    _check_report(rep, ["reference", "grid", "dkm"])
+    assert rep["workload"] == {"events_file": str(events)}
+    assert rep["rejected"] == 1 and rep["objects"] == 6 and rep["initial_subscriptions"] == 4
+    for r in rep["indexes"].values():
+        assert r["expired"] in (None, 4)  # count:2 over 6 objects
+        eps = r["expiries_objects_per_second_median"]
+        assert eps is None or eps > 0
+    _check_pngs(out)
+
+
+def test_max_events_and_baseline(tmp_path, capsys):
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
+    code = main(["bench", str(events), "--indexes", "dkm", "--repeat", "1", "--max-events", "8",
+                 "--no-warmup", "--json", str(tmp_path / "r.json")])
+    assert code == 0
+    printed = capsys.readouterr().out
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert list(rep["indexes"]) == ["grid", "dkm"]  # the plain grid is always measured
+    assert rep["events"] == 8 and "--max-events" in printed
+    _check_report(rep, ["grid", "dkm"])
+
+    code = main(["bench", str(events), "--indexes", "grid,dkm", "--baseline", "dkm", "--repeat", "1",
+                 "--no-warmup", "--json", str(tmp_path / "b.json")])
+    assert code == 0
+    rep = json.loads((tmp_path / "b.json").read_text())
+    _check_report(rep, ["dkm", "grid"])
+    assert not (tmp_path / "throughput.png").exists()  # plots only with --out
+
+
+def test_unknown_index(capsys):
+    assert main(["bench", "--dataset", "geonames-cities", "--indexes", "grid,nope"]) == 2
+    assert "unknown index" in capsys.readouterr().err
+    assert main(["bench", "--indexes", "grid", "--baseline", "nope"]) == 2
+    assert "unknown index" in capsys.readouterr().err
+
+
+def test_bad_flags(tmp_path, capsys):
+    assert main(["bench", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such events file" in capsys.readouterr().err
+    assert main(["bench", "--repeat", "0"]) == 2
+    assert "--repeat" in capsys.readouterr().err
+
+
+def test_order_indexes_and_warmup():
+    assert order_indexes(["grid", "dkm"], None) == (["grid", "dkm"], [])
+    order, notes = order_indexes(["dkm", "gi2", "dkm"], None)
+    assert order == ["grid", "dkm", "gi2"] and notes
+    assert order_indexes(["reference", "grid", "dkm"], "dkm")[0] == ["dkm", "reference", "grid"]
+
+    from skpubsub.io.validate import Gate
+
+    gate = Gate()
+    evs = [gate.admit(e) for e in EVENTS]
+    build = 4
+    warm = warmup_events(evs, build, n=4)  # 2 subs, then 2 arrivals (the unsub of s1 kept only if s1 is in)
+    assert [e.id for e in warm] == ["s1", "s2", "o1", "o2"]
+    warm = warmup_events(evs, build, n=10)
+    assert [e.id for e in warm] == ["s1", "s2", "s3", "s4", "o1", "o2", "o3", "s1", "o4"]
+    warm = warmup_events(evs[1:], build - 1, n=20)  # s1 never subscribed: its unsub is dropped
+    assert "s1" not in [e.id for e in warm]
+
+
+def test_engine_never_imports_matplotlib():
+    code = ("import sys, skpubsub.cli, skpubsub.engine, skpubsub.bench.compare; "
+            "sys.exit('matplotlib' in sys.modules)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@pytest.mark.parametrize("window", ["time:2"])
+def test_time_window(tmp_path, window):
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
+    assert main(["bench", str(events), "--indexes", "reference,dkm", "--window", window, "--repeat", "1",
+                 "--no-warmup", "--json", str(tmp_path / "t.json")]) == 0
+    rep = json.loads((tmp_path / "t.json").read_text())
+    _check_report(rep, ["reference", "dkm"])

@@ -143,3 +143,27 @@ def test_console_script_runs_in_a_fresh_process(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=True)
     assert "10 events accepted, 0 rejected" in proc.stdout
     assert "\r" not in proc.stderr  # no progress bar when not on a terminal
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("partitioner", ["hash", "dkm"])
+def test_run_with_workers_writes_the_single_engine_files(tmp_path: Path, partitioner: str) -> None:
+    """--workers M --partitioner NAME: worker processes, same files line for line (SPEC section 4)."""
+    from skpubsub.testing.streams import random_stream
+
+    lines = []
+    for seed in (5, 6):
+        s = random_stream(seed, windows=("count",))
+        lines = [json.dumps(r).encode() for r in s.events]
+        if len(lines) > 40:
+            break
+    flags = ["--window", s.window] + (["--space", str(s.space)] if s.space else [])
+    single = _run(tmp_path, "single", lines, *flags, "--index", "reference")
+    multi = _run(tmp_path, "multi", lines, *flags, "--workers", "3", "--partitioner", partitioner,
+                 "--init-objects", "5")
+    assert (single / "notifications.jsonl").read_text()  # the stream does produce notifications
+    assert _read(multi) == _read(single)
+    assert (multi / "rejected.jsonl").read_text() == (single / "rejected.jsonl").read_text()
+    m = json.loads((multi / "metrics.json").read_text())
+    assert m["workers"] == 3 and m["partitioner"] == partitioner
+    assert m["batches"] and all(len(b["worker_cpu_seconds"]) == 3 for b in m["batches"])

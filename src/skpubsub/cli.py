@@ -34,9 +34,12 @@ def _check_run_flags(a: argparse.Namespace) -> None:
         raise UsageError(f"unknown engine {a.engine!r}; known: local, spark")
     if a.engine == "spark":
         raise UsageError("--engine spark: not yet (the Spark runtime is a later issue); use --engine local")
-    if a.workers != 1 or a.partitioner is not None:
-        raise UsageError("--workers/--partitioner: not yet (the multi-worker runtime is a later issue); "
-                         "run with one worker")
+    if a.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {a.workers}")
+    if a.workers > 1 and a.partitioner is None:
+        a.partitioner = "hash"
+    if a.partitioner == "ps2":
+        raise UsageError("--partitioner ps2: not yet (PS2Stream's kd^t-tree planner is still to come)")
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -46,7 +49,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not Path(a.events).is_file():
         raise UsageError(f"no such events file: {a.events}")
     params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
-    m = run(a.events, a.out, window=a.window, space=a.space, index=a.index, **params)
+    m = run(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
+            partitioner=a.partitioner, init_objects=a.init_objects, **params)
     print(_summary(m, a.out))
     return 0
 
@@ -151,6 +155,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--partitioner", default=_env("partitioner", None))
     r.add_argument("--index", default=_env("index", "grid"))
     r.add_argument("--grid", type=int, default=None, help="grid cells per side (grid index)")
+    r.add_argument("--init-objects", type=int, default=1000,
+                   help="objects read before planning (O_init), with --partitioner")
     r.set_defaults(func=cmd_run)
 
     w = sp.add_parser("workload", help="build an event stream from a real dataset")

@@ -39,16 +39,48 @@ def _rejected_kind(raw: str) -> str:
     return rec["op"]
 
 
+class _Single:
+    """One engine behind the cluster interface the run loop drives."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    def apply(self, events):
+        return self.engine.apply(events)
+
+    def results(self):
+        return self.engine.all_results()
+
+
+def _multi(index: str, window: Window, space: Space, workers: int, partitioner: str, head: list,
+           processes: bool, index_params: dict):
+    """Plan from the buffered head of the stream (O_init + the subscriptions in it)."""
+    from .partition.registry import PLANNERS
+    from .partition.stats import Statistics
+    from .runtime.local import LocalCluster
+
+    stats = Statistics.from_objects((ev for ev in head if isinstance(ev, Pub)), space)
+    subs = [ev for ev in head if isinstance(ev, Sub)]
+    plan = PLANNERS[partitioner](subs, stats, workers)
+    return LocalCluster(plan, window, space, index=index, processes=processes,
+                        rarity=dict(stats.keyword_freq), **index_params)
+
+
 def run(events: str | Path, out: str | Path, window: str | Window = "none", space: Space | None = None,
-        index: str = "grid", progress: bool | None = None, **index_params: Any) -> dict:
+        index: str = "grid", progress: bool | None = None, workers: int = 1, partitioner: str | None = None,
+        init_objects: int = 1000, processes: bool = True, **index_params: Any) -> dict:
     """Run one event file; returns the metrics also written to ``metrics.json``.
 
     Streams the input: memory is O(batch + engine state), never the whole file.
+    With ``partitioner``, ``workers`` engines run behind a dispatcher; the plan is
+    made from the stream's head up to its first ``init_objects`` objects (O_init).
     """
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
-    engine = make_engine(index, window, space, **index_params)
+    multi = partitioner is not None
+    engine = None if multi else _Single(make_engine(index, window, space, **index_params))
     gate = Gate(window, space)
+    head: list = []  # events held back until the plan is made
     writer = RunWriter(Path(out))
     accepted: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
@@ -67,12 +99,18 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
         done = 0
 
         def flush() -> None:
-            nonlocal apply_s
+            nonlocal apply_s, engine
+            if engine is None:  # still reading O_init
+                return
             t0 = time.perf_counter()
             notes = engine.apply(batch)
             apply_s += time.perf_counter() - t0
             writer.notifications(notes)
             batch.clear()
+
+        def start_plan() -> None:
+            nonlocal engine
+            engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params)
 
         for line_no, raw in read_lines(f):
             ev = gate.admit_line(raw, line_no)
@@ -83,20 +121,29 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                 continue
             accepted[_kind_of(ev)] += 1
             batch.append(ev)
+            if engine is None:
+                if accepted["pub"] >= init_objects:
+                    start_plan()
+                continue
             if len(batch) >= BATCH:
                 flush()
                 if bar is not None:
                     bar.update(f.tell() - done)
                     done = f.tell()
+        if engine is None:
+            start_plan()
         flush()
         if bar is not None:
             bar.update(size - done)
             bar.close()
+    results = engine.results()
     wall = time.perf_counter() - start
-    st = engine.stats
-    n_obj = st["objects"]
+    st = _stats(engine)
+    n_obj = accepted["pub"]
     metrics = {
         "engine": "local",
+        "workers": workers,
+        "partitioner": partitioner,
         "index": index,
         "window": str(window),
         "space": str(space),
@@ -112,7 +159,24 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
         "candidates_per_object": round(st["candidates"] / n_obj, 4) if n_obj else 0.0,
         "affected_per_object": round(st["affected"] / n_obj, 4) if n_obj else 0.0,
     }
-    if hasattr(engine, "nbytes"):
-        metrics["memory_bytes"] = int(engine.nbytes)
-    writer.finish(engine.all_results(), metrics)
+    if not multi and hasattr(engine.engine, "nbytes"):
+        metrics["memory_bytes"] = int(engine.engine.nbytes)
+    if multi:
+        metrics.update(engine.dispatcher.metrics())
+        metrics["batches"] = engine.batches
+        metrics["update_seconds_total"] = round(sum(b["update_seconds"] for b in engine.batches), 6)
+        metrics["balance_seconds_total"] = round(sum(b["balance_seconds"] for b in engine.batches), 6)
+        metrics["plan"] = engine.dispatcher.plan.describe()
+        engine.close()
+    writer.finish(results, metrics)
     return metrics
+
+
+def _stats(engine) -> dict:
+    if isinstance(engine, _Single):
+        return engine.engine.stats
+    total: dict = {}
+    for st in engine.worker_stats():
+        for k, v in st.items():
+            total[k] = total.get(k, 0) + v
+    return total

@@ -58,6 +58,11 @@ class _InProcess:
     def recv(self):
         return self._reply
 
+    def worker_stats(self) -> list[dict]:
+        for c in self._conns:
+            c.send(("stats",))
+        return [c.recv() for c in self._conns]
+
     def close(self) -> None:
         pass
 
@@ -163,6 +168,11 @@ class LocalCluster:
                 if seq is not None:
                     seen.setdefault(sid, (seq, ids))
         return [(sid, ids) for sid, (seq, ids) in sorted(seen.items(), key=lambda kv: kv[1][0])]
+
+    def worker_stats(self) -> list[dict]:
+        for c in self._conns:
+            c.send(("stats",))
+        return [c.recv() for c in self._conns]
 
     def close(self) -> None:
         for c in self._conns:

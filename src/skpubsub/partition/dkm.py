@@ -7,17 +7,28 @@ exactly one worker in ``range(m)``, the plan records each subscription's
 estimated cost under the planner's own cost model (``plan.loads()`` sums them
 per worker) and places new subscriptions by the paper's rule.
 
-=========  ==============================================================  ==========================
-planner    cost of a subscription / placement                              new subscription
-=========  ==============================================================  ==========================
-``hash``   1; worker ``crc32(repr(id)) mod m`` (DSkype Eq. 14)              same hash, cost 1
-``kop``    Eq. (1) ``sum P(lambda)``; Algorithm 1 (LPT over subscriptions)  Eq. (1), least-loaded worker
-``sop``    Eqs. (2)-(3) over quadtree subspaces (until >= theta*m            Eq. (2) with the rectangle of its
-           subsets); Algorithm 1 over the subsets                           own ball, least-loaded worker
-``dkm``    Eqs. (4)-(6); Algorithm 2 (space-only vs hybrid partition,       Eq. (7): Eq. (5) with the subset
-           gamma1, gamma2); Algorithm 3 (greedy per subset, heaviest first)  rectangle of most overlap;
-                                                                            least-loaded worker
-=========  ==============================================================  ==========================
+- ``hash`` -- DSkype Eq. (14): worker ``crc32(repr(id)) mod m``, cost 1; new
+  subscriptions by the same hash.
+- ``kop`` (``min_cost``) -- keyword-oriented partition (DkM-SKS 3.1): cost Eq. (1),
+  Algorithm 1 (LPT over subscriptions); a new subscription costs Eq. (1) and goes
+  to the least-loaded worker.
+- ``sop`` (``theta``, ``min_cost``) -- space-oriented partition (3.2): quadtree
+  subspaces, the costliest (Eq. (3) with Eq. (2)) split first, until at least
+  ``theta*m`` subsets; the subsets assigned by the greedy of Algorithm 1.  A new
+  subscription costs Eq. (2) with the rectangle of its own kNN ball among O_init
+  and goes to the least-loaded worker.
+- ``dkm`` (``gamma1``, ``gamma2``, ``min_cost``) -- DkM-SKS (4): costs Eqs. (4)-(6),
+  Algorithm 2 (space-only vs hybrid partition), Algorithm 3 (subsets heaviest
+  first, their subscriptions heaviest first, each to the least-loaded worker).  A
+  new subscription costs Eq. (5) with R*, the subset rectangle of most overlap
+  with its own (Eq. (7)), and goes to the least-loaded worker.
+
+Defaults are the paper's (section 5.1): theta = 20, gamma1 = 100,000, gamma2 = 20.
+``sop`` and ``dkm`` plans also carry ``plan.groups`` (the subsets, as tuples of
+subscription ids, aligned with ``describe()["subsets"]``; for ``dkm`` in the order
+of Algorithm 3); ``plan.describe()`` gives the cost model,
+``total_cost``, and for ``sop`` (and ``dkm`` up to 10,000 subsets) each subset's
+space ``r``, rectangle ``R``, size and cost.
 
 Estimates from O_init (the :class:`~skpubsub.partition.stats.Statistics`):
 
@@ -64,9 +75,12 @@ Choices where the paper is silent or ambiguous (also in the report):
   repeated on that quadrant until they separate.  A subset that cannot be split
   (one subscription; all at the same point for a space split) is final, so the
   loops stop early when theta*m (gamma1*m) subsets are unreachable.
-- Algorithm 2: the text says "if |S'| <= gamma2, tests both" and picks
-  SPACE-ONLY when ``C_s < C_h``, otherwise HYBRID (both lines 10-17 and the text
-  of 4.2); a subset whose points coincide is hybrid-partitioned whatever its size.
+- Algorithm 2: the text of 4.2 is garbled ("if |S'| <= gamma2, DkM-SKS tests both
+  SPACE-ONLY-PARTITION. DkM-SKS then selects the result of SPACE-ONLY-PARTITION");
+  lines 10-17 and the definition of a better partition are followed: both are
+  computed and SPACE-ONLY is taken when ``C_s < C_h``, otherwise HYBRID (so a tie
+  goes to HYBRID).  A subset whose locations coincide cannot be space-split and is
+  hybrid-partitioned whatever its size.
   HYBRID-PARTITION's greedy uses Eq. (5) with the parent's rectangle R; each part's
   cost is Eq. (6) with the part's own rectangle.  Hybrid parts keep the parent's
   space r (for later space-only splits).
@@ -102,7 +116,7 @@ PAPER_GAMMA1 = 100_000
 PAPER_GAMMA2 = 20
 
 _MAX_SPLIT_DEPTH = 200  # halvings of a quadrant before points are treated as inseparable
-_GATHER_CHUNK = 1 << 22  # candidate (rectangle, object) pairs examined at once
+_GATHER_CHUNK = 1 << 20  # candidate (rectangle, object) pairs examined at once
 
 
 def _check_m(m: Any) -> int:
@@ -320,19 +334,22 @@ class SampleIndex:
         if not known:
             return math.inf
         spans = [self._posting(kid) for kid, _ in known]
-        idx = np.concatenate([np.arange(a, b) for a, b in spans])
-        if len(idx) < k:
+        lens = [b - a for a, b in spans]
+        if sum(lens) < k:
             return math.inf
-        wts = np.concatenate([np.full(b - a, w) for (a, b), (_, w) in zip(spans, known)])
-        objs = self.post_obj[idx]
-        order = np.argsort(objs, kind="stable")
-        objs, wts = objs[order], wts[order]
-        starts = np.flatnonzero(np.r_[True, objs[1:] != objs[:-1]])
-        uniq = objs[starts]
-        if len(uniq) < k:
-            return math.inf
-        tsim = np.add.reduceat(wts, starts) * self.inv_sqrt_nkw[uniq]
-        d = np.hypot(self.x[uniq] - sub.x, self.y[uniq] - sub.y)
+        if len(spans) == 1:  # one keyword: every object once
+            a, b = spans[0]
+            uniq = self.post_obj[a:b]
+            tsim = known[0][1] * self.inv_sqrt_nkw[uniq]
+            d = np.hypot(self.post_x[a:b] - sub.x, self.post_y[a:b] - sub.y)
+        else:  # objects carrying several of the keywords: sum their weights (TSim)
+            objs = np.concatenate([self.post_obj[a:b] for a, b in spans])
+            wts = np.repeat(np.array([w for _, w in known]), lens)
+            uniq, inv = np.unique(objs, return_inverse=True)
+            if len(uniq) < k:
+                return math.inf
+            tsim = np.bincount(inv, weights=wts, minlength=len(uniq)) * self.inv_sqrt_nkw[uniq]
+            d = np.hypot(self.x[uniq] - sub.x, self.y[uniq] - sub.y)
         ssim = np.maximum(0.0, 1.0 - d / self.maxdist)
         score = alpha * ssim + (1.0 - alpha) * tsim
         kscore = float(np.partition(score, len(score) - k)[len(score) - k])
@@ -572,7 +589,9 @@ def plan_sop(subs: Sequence[Sub], stats: Statistics, m: int, *, theta: float = P
             "subsets": [{"r": list(map(float, nd["r"])), "R": nd["R"].tolist(), "size": int(len(nd["idx"])),
                          "cost": nd["cost"], "worker": nd["worker"]} for nd in nodes],
             "total_cost": math.fsum(nd["cost"] for nd in nodes)}
-    return AssignedPlan(m, "sop", assignment, costs, new_rule, info=info)
+    plan = AssignedPlan(m, "sop", assignment, costs, new_rule, info=info)
+    plan.groups = [tuple(ids[i] for i in nd["idx"].tolist()) for nd in nodes]  # type: ignore[attr-defined]
+    return plan
 
 
 # ---------------------------------------------------------------------------
@@ -612,6 +631,7 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         subsets_info = None
         n_subsets = N
         singletons = True
+        groups = [(sid,) for sid in ids]
     else:
         singletons = False
         counter = 0
@@ -621,14 +641,14 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
             counter += 1
             return {"idx": idx, "r": r, "R": R, "c": cost, "cost": float(cost.sum()), "seq": counter}
 
-        def with_costs(groups: list[tuple[np.ndarray, tuple]]) -> list[dict]:
+        def with_costs(parts: list[tuple[np.ndarray, tuple]]) -> list[dict]:
             # Eq. (6) for each group: C(S_r) = sum Eq. (5) against the group's rectangle R
-            Rs = [reg.bbox(g) for g, _ in groups]
-            allidx = np.concatenate([g for g, _ in groups])
-            rects = np.concatenate([np.broadcast_to(R, (len(g), 4)) for R, (g, _) in zip(Rs, groups)])
+            Rs = [reg.bbox(g) for g, _ in parts]
+            allidx = np.concatenate([g for g, _ in parts])
+            rects = np.concatenate([np.broadcast_to(R, (len(g), 4)) for R, (g, _) in zip(Rs, parts)])
             c = _eq5(index, reg, allidx, rects, floor)
             out, at = [], 0
-            for R, (g, r) in zip(Rs, groups):
+            for R, (g, r) in zip(Rs, parts):
                 out.append(node(g, r, c[at:at + len(g)], R))
                 at += len(g)
             return out
@@ -685,16 +705,20 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         subset_rect = np.array([nd["R"] for nd in nodes]).reshape(-1, 4)
         subset_cost = np.array([nd["cost"] for nd in nodes])
         n_subsets = len(nodes)
+        groups = [tuple(ids[i] for i in nd["idx"].tolist()) for nd in nodes]
         subsets_info = [{"r": list(map(float, nd["r"])), "R": nd["R"].tolist(), "size": int(len(nd["idx"])),
                          "cost": nd["cost"]} for nd in nodes]
 
     assignment = {ids[i]: (worker_of[i],) for i in range(N)}
     costs = {ids[i]: float(sub_cost[i]) for i in range(N)}
 
+    cols = np.ascontiguousarray(subset_rect.T)
+
     def new_rule(sub: Sub, plan: AssignedPlan) -> tuple[tuple[int, ...], float]:
+        # B(s_n) among O_init gives R_n; Eq. (7) picks R*, the subset rectangle overlapping R_n most
         one = index.regions([sub])
         Rn = one.rect[0]
-        j = most_overlap(subset_rect, Rn, (float(one.px[0]), float(one.py[0])))
+        j = _most_overlap_cols(cols, Rn, (float(one.px[0]), float(one.py[0])))
         Rstar = subset_rect[j] if j is not None else Rn
         c = float(_eq5(index, one, np.array([0]), Rstar.reshape(1, 4), floor)[0])  # Eq. (5) with R*
         return (plan.least_loaded(),), c
@@ -705,7 +729,10 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
                   "total_cost": float(math.fsum(subset_cost.tolist()))}
     if subsets_info is not None and len(subsets_info) <= 10_000:
         info["subsets"] = subsets_info
-    return AssignedPlan(m, "dkm", assignment, costs, new_rule, info=info)
+    plan = AssignedPlan(m, "dkm", assignment, costs, new_rule, info=info)
+    # the subsets of Algorithm 2 (subscription ids), in the order Algorithm 3 visits them
+    plan.groups = groups  # type: ignore[attr-defined]
+    return plan
 
 
 def most_overlap(rects: np.ndarray, Rn: np.ndarray, point: tuple[float, float]) -> int | None:
@@ -713,17 +740,23 @@ def most_overlap(rects: np.ndarray, Rn: np.ndarray, point: tuple[float, float]) 
     (first on ties); if none overlaps with positive area, the rectangle nearest to
     ``point`` (containing it, if any).  ``None`` when there are no rectangles."""
     rects = np.asarray(rects, dtype=np.float64).reshape(-1, 4)
-    if len(rects) == 0:
+    return _most_overlap_cols(np.ascontiguousarray(rects.T), Rn, point)
+
+
+def _most_overlap_cols(cols: np.ndarray, Rn: np.ndarray, point: tuple[float, float]) -> int | None:
+    """:func:`most_overlap` over the rectangles as four contiguous columns (4, n)."""
+    if cols.shape[1] == 0:
         return None
-    w = np.minimum(rects[:, 2], Rn[2]) - np.maximum(rects[:, 0], Rn[0])
-    h = np.minimum(rects[:, 3], Rn[3]) - np.maximum(rects[:, 1], Rn[1])
+    x1, y1, x2, y2 = cols
+    w = np.minimum(x2, Rn[2]) - np.maximum(x1, Rn[0])
+    h = np.minimum(y2, Rn[3]) - np.maximum(y1, Rn[1])
     area = np.maximum(w, 0.0) * np.maximum(h, 0.0)
     j = int(np.argmax(area))
     if area[j] > 0.0:
         return j
     x, y = point
-    dx = np.maximum(np.maximum(rects[:, 0] - x, x - rects[:, 2]), 0.0)
-    dy = np.maximum(np.maximum(rects[:, 1] - y, y - rects[:, 3]), 0.0)
+    dx = np.maximum(np.maximum(x1 - x, x - x2), 0.0)
+    dy = np.maximum(np.maximum(y1 - y, y - y2), 0.0)
     return int(np.argmin(dx * dx + dy * dy))
 
 

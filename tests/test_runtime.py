@@ -74,3 +74,25 @@ def test_dispatcher_counts_messages_and_replicas() -> None:
 def test_worker_processes_run_in_parallel_and_stay_exact() -> None:
     s, events = _events(11)
     _check(s, events, hash_plan(3), "dkm", batch=16, processes=True)
+
+
+def _planned(name: str, events: list, space, m: int):
+    from skpubsub.io.events import Pub
+    from skpubsub.partition.registry import PLANNERS
+    from skpubsub.partition.stats import Statistics
+    from skpubsub.runner import active_subs
+
+    head = events[: len(events) // 3]
+    stats = Statistics.from_objects([e for e in head if isinstance(e, Pub)], space)
+    return PLANNERS[name](active_subs(head), stats, m)
+
+
+@pytest.mark.parametrize("name", ["hash", "kop", "sop", "dkm", "location", "keyword", "prefix"])
+def test_every_planner_stays_exact(name: str) -> None:
+    from skpubsub.config import Space
+
+    for m in (1, 2, 3, 5):
+        for seed in range(8):
+            s, events = _events(1000 + 10 * seed + m)
+            plan = _planned(name, events, s.space or Space(), m)
+            _check(s, events, plan, "dkm", batch=1 + seed % 5)

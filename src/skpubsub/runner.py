@@ -12,7 +12,7 @@ from typing import Any
 
 from .config import Space, Window
 from .engine import make_engine
-from .io.events import Pub, Rejection, Sub
+from .io.events import Pub, Rejection, Sub, Unsub
 from .io.lines import read_lines
 from .io.sinks import RunWriter
 from .io.validate import Gate
@@ -52,6 +52,17 @@ class _Single:
         return self.engine.all_results()
 
 
+def active_subs(events: list) -> list[Sub]:
+    """The subscriptions still active after ``events`` (ids may be reused), in order."""
+    active: dict = {}
+    for ev in events:
+        if isinstance(ev, Sub):
+            active[ev.id] = ev
+        elif isinstance(ev, Unsub):
+            active.pop(ev.id, None)
+    return sorted(active.values(), key=lambda ev: ev.seq)
+
+
 def _multi(index: str, window: Window, space: Space, workers: int, partitioner: str, head: list,
            processes: bool, index_params: dict):
     """Plan from the buffered head of the stream (O_init + the subscriptions in it)."""
@@ -60,8 +71,7 @@ def _multi(index: str, window: Window, space: Space, workers: int, partitioner: 
     from .runtime.local import LocalCluster
 
     stats = Statistics.from_objects((ev for ev in head if isinstance(ev, Pub)), space)
-    subs = [ev for ev in head if isinstance(ev, Sub)]
-    plan = PLANNERS[partitioner](subs, stats, workers)
+    plan = PLANNERS[partitioner](active_subs(head), stats, workers)
     return LocalCluster(plan, window, space, index=index, processes=processes,
                         rarity=dict(stats.keyword_freq), **index_params)
 

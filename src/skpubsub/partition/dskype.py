@@ -36,9 +36,14 @@ Choices where the paper is silent or does not fit single placement:
   the worker of its prefix group.  Messages then go wherever subscriptions
   sharing one of their keywords are (:meth:`DSkypePlan.workers_for`).
 - Algorithms 3 and 4 build ``2^maxdepth`` parts.  For any ``m`` a node that must
-  yield ``q`` parts is split into ``q//2`` and ``q - q//2`` parts at the
-  candidate minimising ``|C1/q1 - C2/q2|`` (the paper's ``|C1 - C2|`` when
-  ``q1 = q2``, i.e. for powers of two).
+  yield ``q`` parts is split into ``q1 = q//2`` and ``q2 = q - q1`` parts; for
+  ``q1 = q2`` (every split when ``m`` is a power of two) the rule is the paper's
+  ``min |C1 - C2|``.  Otherwise Algorithm 3 minimises ``|C1/q1^2 - C2/q2^2|``:
+  p is additive over disjoint regions, so cutting a side in ``q`` leaves divides
+  both its N and its p by about ``q`` and each leaf costs about ``C/q^2``.
+  Algorithm 4 minimises ``|C1/q1 - C2/q2|``: p is far from additive over keyword
+  ranges (frequent keywords co-occur), and the linear rule balances better there
+  (measured on GeoNames postal codes).
 - Algorithm 3's split line is put halfway between the chosen subscription
   coordinate and the next one (the paper picks "a value from the coordinates of
   the subscriptions"; the midpoint keeps every subscription off the boundary).
@@ -61,6 +66,9 @@ Choices where the paper is silent or does not fit single placement:
 - For non-top-k subscriptions the "prefix" is what Lemma 7 needs for their
   predicate: ``match all`` -> the least frequent keyword alone (an object must
   carry it), ``match any`` -> all keywords.
+
+Parameters a planner does not know are ignored, so a runtime may pass one set to
+every planner.
 """
 
 from __future__ import annotations
@@ -146,8 +154,8 @@ class DSkypePlan(AssignedPlan):
     def assign(self, sub: Sub) -> tuple[int, ...]:
         if sub.id in self._where:
             return self._where[sub.id]
-        self._subs[sub.id] = sub
         ws = super().assign(sub)
+        self._subs[sub.id] = sub
         self._route(sub.id, ws, +1)
         return ws
 
@@ -366,7 +374,7 @@ def _best_split(rect, sxy, oxy, ow, depth, q1, q2, pts: _Points) -> tuple[int, f
     a_left = a_all * (lines - lo) / (hi - lo) if hi > lo else np.zeros_like(lines)
     c1 = n_left * (w_left + a_left) / pts.total  # Eq. (15) for both children
     c2 = (n_all - n_left) * (cw[-1] - w_left + a_all - a_left) / pts.total
-    j = int(np.argmin(np.abs(c1 / q1 - c2 / q2)))
+    j = int(np.argmin(np.abs(c1 / q1 ** 2 - c2 / q2 ** 2)))
     return axis, float(lines[j])
 
 
@@ -399,6 +407,7 @@ class _Vocab:
         self.S = S = len(sizes)
         sizes_a = np.asarray(sizes, dtype=np.int64)
         self.obj_rank = np.asarray(ranks, dtype=np.int64)
+        self.obj_ptr = np.concatenate([[0], np.cumsum(sizes_a)]).astype(np.int64)
         self.obj_id = np.repeat(np.arange(S, dtype=np.int64), sizes_a)
         self.obj_wo = np.where(sizes_a > 0, 1.0 / np.sqrt(np.maximum(sizes_a, 1)), 0.0)
         self.obj_x = np.asarray(stats.sample_x[:S], dtype=np.float64)
@@ -438,27 +447,28 @@ class _Vocab:
     def sorted_subs(self, subs: Sequence[Sub]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR (ptr, ranks, unit weights) of the subscriptions' keywords in the global order."""
         rank, V = self.rank, self.V
-        ptr = np.zeros(len(subs) + 1, dtype=np.int64)
+        lens = [len(s.keywords) for s in subs]
+        ptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
         ranks: list[int] = []
         sort_key: list[int] = []
         wts: list[float] = []
-        for i, s in enumerate(subs):
+        unit = [()] + [[1.0 / math.sqrt(n)] * n for n in range(1, 65)]
+        for s in subs:
             n = len(s.keywords)
-            if any(k not in rank for k in s.keywords):  # unknown words: order by their keys
+            try:
+                rs = [rank[k] for k in s.keywords]
+            except KeyError:  # unknown words: order by their keys
                 pairs = sorted(zip(s.keywords, unit_weights(s.weights, n)), key=lambda kw: self.key(kw[0]))
                 ranks.extend(rank.get(k, V) for k, _ in pairs)
                 sort_key.extend(range(n))  # already in order
                 wts.extend(v for _, v in pairs)
-                ptr[i + 1] = ptr[i] + n
                 continue
-            rs = [rank[k] for k in s.keywords]
             ranks.extend(rs)
             sort_key.extend(rs)
-            if s.weights is None:
-                wts.extend([1.0 / math.sqrt(n)] * n)
+            if s.weights is None and n < len(unit):
+                wts.extend(unit[n])
             else:
                 wts.extend(unit_weights(s.weights, n))
-            ptr[i + 1] = ptr[i] + n
         r = np.asarray(ranks, dtype=np.int64)
         w = np.asarray(wts, dtype=np.float64)
         owner = np.repeat(np.arange(len(subs)), np.diff(ptr))
@@ -521,7 +531,9 @@ class KeywordPlan(DSkypePlan):
 
     def _place_new(self, sub, plan):
         w = self.worker_of_keyword(self.home(sub))
-        return (w,), self.p_range[w]
+        p = self.p_range[w]
+        # a range with no message mass yet (empty, or no statistics): the seen-once smoothing
+        return (w,), p if p > 0 else 1.0 / (self._voc.S + 1.0)
 
     def describe(self) -> dict:
         d = super().describe()
@@ -701,7 +713,7 @@ def plan_keyword(subs: Sequence[Sub], stats: Statistics, m: int, *, method: str 
     info = {"cost_model": "Eq. 16: C(W_i) = N(W_i) * p(W_i); N counts subscriptions by least frequent keyword",
             "algorithm": {"alg4": "Algorithm 4 (recursive bisection of the frequency order)",
                           "minmax": "consecutive ranges minimising max C(W_i)"}[chosen],
-            "variance_eq17": var, "variance_eq17_candidates": {k: v[0] for k, v in scored.items()},
+            "variance_eq17": float(var), "variance_eq17_candidates": {k: float(v[0]) for k, v in scored.items()},
             "heaviest_keywords": [{"keyword": voc.order[r], "worker": int(worker_of_rank[r]),
                                    "subscriptions": int(n_home[r]), "p": float(voc.p_single[r])}
                                   for r in np.asarray(top).tolist() if n_home[r] > 0],
@@ -716,39 +728,91 @@ _MODE_TOPK, _MODE_ANY, _MODE_ALL = 0, 1, 2
 
 
 @njit(cache=True)
+def _kth_largest(a, n, k):
+    """The k-th largest of ``a[:n]`` (reorders it): quickselect with Hoare partitioning."""
+    target = n - k
+    lo = 0
+    hi = n - 1
+    while lo < hi:
+        pivot = a[(lo + hi) // 2]
+        i = lo
+        j = hi
+        while i <= j:
+            while a[i] < pivot:
+                i += 1
+            while a[j] > pivot:
+                j -= 1
+            if i <= j:
+                t = a[i]
+                a[i] = a[j]
+                a[j] = t
+                i += 1
+                j -= 1
+        if target <= j:
+            hi = j
+        elif target >= i:
+            lo = i
+        else:
+            return a[target]
+    return a[target]
+
+
+@njit(cache=True)
 def _prefix_kernel(sub_ptr, sub_rank, sub_w, sub_x, sub_y, sub_alpha, sub_k, sub_mode, sub_kscore,
-                   post_ptr, post_obj, obj_wo, obj_x, obj_y, unseen, maxdist,
+                   post_ptr, post_obj, obj_ptr, obj_rank, obj_wo, obj_x, obj_y, unseen, maxdist,
                    out_plen, out_kscore, out_hits, out_pseudo):
-    """Per subscription: kScore (given, or the k-th best score among the sample), the loose
-    prefix length of Definition 12 with lambda_T of Eq. (18), and how many sample objects carry
-    a prefix keyword (for p(pref(s)))."""
+    """Per subscription: the loose prefix length of Definition 12 with lambda_T of Eq. (18),
+    kScore (given, or estimated among the sample) and how many sample objects carry a prefix
+    keyword (for p(pref(s))).
+
+    Only the postings of ``psi[1..n-1]`` are walked (the last, most frequent keyword's are
+    usually the longest): an object sharing nothing but ``psi[n]`` scores at most
+    ``alpha + (1-alpha) * wt(psi[n])``, the lowest threshold that can cut the prefix, so the
+    k-th best score among the walked objects (``A``) gives the same prefix as the k-th best
+    among all; it is the kScore reported (exact whenever it shortens the prefix).  The hits of
+    a prefix ``psi[1..p]`` are the objects of ``A`` first reached through ``psi[1..p]`` and, for
+    ``p = n``, ``|A| + |postings(psi[n])| - |A with psi[n]|``.
+    """
     S = obj_wo.shape[0]
     acc = np.zeros(S)
     stamp = np.zeros(S, dtype=np.int64)
+    first = np.zeros(S, dtype=np.int64)
     touched = np.empty(S, dtype=np.int64)
     buf = np.empty(S)
     for i in range(sub_ptr.shape[0] - 1):
         a, b = sub_ptr[i], sub_ptr[i + 1]
         n = b - a
         alpha = sub_alpha[i]
+        last = sub_rank[b - 1]
+        n_last = post_ptr[last + 1] - post_ptr[last]
+        # A: objects carrying one of psi[1..n-1]; TSim and first keyword index per object
+        c = 0
+        both = 0
+        tag = i + 1
+        for j in range(a, b - 1):
+            r = sub_rank[j]
+            for q in range(post_ptr[r], post_ptr[r + 1]):
+                o = post_obj[q]
+                if stamp[o] != tag:
+                    stamp[o] = tag
+                    acc[o] = 0.0
+                    first[o] = j - a
+                    touched[c] = o
+                    c += 1
+                acc[o] += sub_w[j] * obj_wo[o]
+        for t in range(c):
+            o = touched[t]
+            for q in range(obj_ptr[o], obj_ptr[o + 1]):
+                if obj_rank[q] == last:
+                    acc[o] += sub_w[b - 1] * obj_wo[o]
+                    both += 1
+                    break
         ks = sub_kscore[i]
         p = n
         if sub_mode[i] == 2:
             p = 1
         elif sub_mode[i] == 0 and alpha < 1.0 and n > 1:
-            if np.isnan(ks):  # estimate kScore(s): the k-th best score among the sample
-                c = 0
-                tag = 2 * i + 1
-                for j in range(a, b):
-                    r = sub_rank[j]
-                    for q in range(post_ptr[r], post_ptr[r + 1]):
-                        o = post_obj[q]
-                        if stamp[o] != tag:
-                            stamp[o] = tag
-                            acc[o] = 0.0
-                            touched[c] = o
-                            c += 1
-                        acc[o] += sub_w[j] * obj_wo[o]
+            if np.isnan(ks):  # estimate kScore(s) among the sample (A suffices, see above)
                 k = sub_k[i]
                 if c < k or k < 1:
                     ks = 0.0
@@ -761,7 +825,7 @@ def _prefix_kernel(sub_ptr, sub_rank, sub_w, sub_x, sub_y, sub_alpha, sub_k, sub
                         if ssim < 0.0:
                             ssim = 0.0
                         buf[t] = alpha * ssim + (1.0 - alpha) * acc[o]
-                    ks = np.partition(buf[:c], c - k)[c - k]
+                    ks = _kth_largest(buf, c, k)
             lam = ks / (1.0 - alpha) - alpha / (1.0 - alpha)  # Eq. (18)
             # Definition 12: p = argmin_t {wtsum(psi[t+1]) < lambda_T}; wtsum (Eq. 3) is the
             # weight of psi[t+1:], 0 past the end
@@ -779,18 +843,17 @@ def _prefix_kernel(sub_ptr, sub_rank, sub_w, sub_x, sub_y, sub_alpha, sub_k, sub
                 p = 1
         out_kscore[i] = ks
         out_plen[i] = p
-        tag = 2 * i + 2
-        h = 0
+        if p == n:
+            h = c + n_last - both
+        else:
+            h = 0
+            for t in range(c):
+                if first[touched[t]] < p:
+                    h += 1
         pseudo = False
         for j in range(a, a + p):
-            r = sub_rank[j]
-            if unseen[r]:
+            if unseen[sub_rank[j]]:
                 pseudo = True
-            for q in range(post_ptr[r], post_ptr[r + 1]):
-                o = post_obj[q]
-                if stamp[o] != tag:
-                    stamp[o] = tag
-                    h += 1
         out_hits[i] = h
         out_pseudo[i] = pseudo
 
@@ -818,8 +881,8 @@ def _prefixes(voc: _Vocab, subs: Sequence[Sub], kscore):
                    np.array([s.x for s in subs], dtype=np.float64), np.array([s.y for s in subs], dtype=np.float64),
                    np.array([s.alpha for s in subs], dtype=np.float64), np.array([s.k for s in subs], dtype=np.int64),
                    np.array([_mode(s) for s in subs], dtype=np.int64), ks,
-                   voc.post_ptr, voc.post_obj, voc.obj_wo, voc.obj_x, voc.obj_y, voc.unseen, voc.maxdist,
-                   plen, kout, hits, pseudo)
+                   voc.post_ptr, voc.post_obj, voc.obj_ptr, voc.obj_rank, voc.obj_wo, voc.obj_x, voc.obj_y,
+                   voc.unseen, voc.maxdist, plen, kout, hits, pseudo)
     if voc.indep:
         p = np.array([1.0 - float(np.prod(1.0 - voc.p_word[ranks[ptr[i]:ptr[i] + plen[i]]])) for i in range(n)])
     else:
@@ -933,7 +996,7 @@ class PrefixPlan(DSkypePlan):
             table = self._table()
             voc = self._voc
             saved = [0.0] * self.m
-            for k in set(keywords) | set(pref):
+            for k in sorted(set(keywords) | set(pref)):
                 p = float(voc.p_single[voc.rank.get(k, voc.V)])
                 for x in table.get(k, ()):
                     saved[x] += p

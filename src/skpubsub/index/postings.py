@@ -190,18 +190,23 @@ def append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_
 
 
 @njit(cache=True)
+def _free_chain(b, blk_next, blk_free, meta):
+    """Give blocks ``b``, ``blk_next[b]``, ... back to the free stack."""
+    while b >= 0:
+        nb = blk_next[b]
+        blk_free[meta[M_FREE_TOP]] = b
+        meta[M_FREE_TOP] += 1
+        b = nb
+
+
+@njit(cache=True)
 def truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free, meta,
              dropped):
     """End list ``p`` at write cursor (block ``wb``, index ``wi``) after an in-place compaction;
     an emptied list gives back its blocks, its key and its id."""
     meta[M_ENTRIES] -= dropped
     if wb < 0 or (wi == 0 and wb == p_head[p]):
-        b = p_head[p]
-        while b >= 0:
-            nb = blk_next[b]
-            blk_free[meta[M_FREE_TOP]] = b
-            meta[M_FREE_TOP] += 1
-            b = nb
+        _free_chain(p_head[p], blk_next, blk_free, meta)
         p_head[p] = -1
         p_tail[p] = -1
         p_fill[p] = 0
@@ -219,11 +224,7 @@ def truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, b
         wi = B
     else:
         b = blk_next[wb]
-    while b >= 0:
-        nb = blk_next[b]
-        blk_free[meta[M_FREE_TOP]] = b
-        meta[M_FREE_TOP] += 1
-        b = nb
+    _free_chain(b, blk_next, blk_free, meta)
     blk_next[wb] = -1
     p_tail[p] = wb
     p_fill[p] = wi

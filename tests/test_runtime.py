@@ -87,7 +87,7 @@ def _planned(name: str, events: list, space, m: int):
     return PLANNERS[name](active_subs(head), stats, m)
 
 
-@pytest.mark.parametrize("name", ["hash", "kop", "sop", "dkm", "location", "keyword", "prefix"])
+@pytest.mark.parametrize("name", ["hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2"])
 def test_every_planner_stays_exact(name: str) -> None:
     from skpubsub.config import Space
 

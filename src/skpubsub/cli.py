@@ -38,8 +38,6 @@ def _check_run_flags(a: argparse.Namespace) -> None:
         raise UsageError(f"--workers must be >= 1, got {a.workers}")
     if a.workers > 1 and a.partitioner is None:
         a.partitioner = "hash"
-    if a.partitioner == "ps2":
-        raise UsageError("--partitioner ps2: not yet (PS2Stream's kd^t-tree planner is still to come)")
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -128,6 +126,75 @@ def cmd_bench(a: argparse.Namespace) -> int:
                       workload=workload, baseline=a.baseline, warmup=not a.no_warmup)
 
 
+def cmd_bench_partition(a: argparse.Namespace) -> int:
+    """Every planner on the same workload and M: update time, balance, messages, exactness."""
+    from .bench.partition import check_partitioners, main as partition_main
+
+    names = check_partitioners([n.strip() for n in a.partitioners.split(",") if n.strip()])
+    if a.index not in known_indexes():
+        raise UsageError(unknown_index(a.index))
+    for flag, v in (("--workers", a.workers), ("--batch", a.batch), ("--init-objects", a.init_objects)):
+        if v < 1:
+            raise UsageError(f"{flag} must be >= 1, got {v}")
+    if a.max_events is not None and a.max_events < 1:
+        raise UsageError(f"--max-events must be >= 1, got {a.max_events}")
+    workload = None
+    if a.events is not None:
+        if a.dataset is not None:
+            raise UsageError("give an EVENTS file or --dataset, not both")
+        if not Path(a.events).is_file():
+            raise UsageError(f"no such events file: {a.events}")
+    else:
+        from .bench.workload import WorkloadConfig
+
+        workload = WorkloadConfig(dataset=a.dataset or "geonames-cities", objects=a.objects,
+                                  subscriptions=a.subscriptions, kind=a.kind, match=a.match, kmax=a.kmax,
+                                  range_size=a.range_size, sub_rate=a.sub_rate, unsub_rate=a.unsub_rate,
+                                  objects_per_step=a.objects_per_step, seed=a.seed)
+    return partition_main(a.events, names, a.workers, a.window, a.space, init_objects=a.init_objects,
+                          batch=a.batch, processes=a.processes, index=a.index, out=a.out, workload=workload,
+                          max_events=a.max_events, warmup=not a.no_warmup)
+
+
+def _add_bench_partition(sp) -> None:
+    q = sp.add_parser("bench-partition", prog="skpubsub bench partition",
+                      help="planners side by side on one workload and M (same as `bench partition`)",
+                      description="`skpubsub bench partition` (also `skpubsub bench-partition`): every planner "
+                                  "on the same validated workload and number of workers: planning time, update "
+                                  "time (sum of the slowest worker's CPU seconds per batch), balance, max/mean "
+                                  "worker load, messages per object, replication, objects/s, and exactness "
+                                  "against the first planner; with --out DIR: partition.json, "
+                                  "partition_update.png, partition_loads.png, partition_map.png.")
+    q.add_argument("events", nargs="?", default=None, help="event file (default: generate from --dataset)")
+    q.add_argument("--dataset", default=None, choices=["geonames-cities", "geonames-postal"],
+                   help="generate the workload from this dataset (default geonames-cities)")
+    q.add_argument("--subscriptions", type=int, default=10_000, help="initial subscriptions (at t=0)")
+    q.add_argument("--objects", type=int, default=20_000)
+    q.add_argument("--kind", default="knn", choices=["knn", "topk", "range", "mix"])
+    q.add_argument("--match", default="any", choices=["all", "any", "mix"])
+    q.add_argument("--kmax", type=int, default=10)
+    q.add_argument("--range-size", type=float, default=1.0, help="side of range rectangles, degrees")
+    q.add_argument("--sub-rate", type=float, default=0, help="subscription inserts per time step (churn)")
+    q.add_argument("--unsub-rate", type=float, default=0, help="subscription deletes per time step (churn)")
+    q.add_argument("--objects-per-step", type=int, default=10)
+    q.add_argument("--seed", type=int, default=1)
+    q.add_argument("--window", default=_env("window", "none"))
+    q.add_argument("--space", default=_env("space", "-180,-90,180,90"))
+    q.add_argument("--workers", type=int, default=8, help="M, the number of workers")
+    q.add_argument("--partitioners", default="hash,kop,sop,dkm,location,keyword,prefix",
+                   help="comma-separated; the first is the baseline of the exactness check")
+    q.add_argument("--init-objects", type=int, default=5000,
+                   help="objects of the stream head used for statistics and planning (O_init)")
+    q.add_argument("--batch", type=int, default=2000, help="events per micro-batch")
+    q.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
+                   help="real worker processes (default); --no-processes runs the workers in-process")
+    q.add_argument("--index", default="dkm", help="index of every worker engine")
+    q.add_argument("--max-events", type=int, default=None, help="only the first N valid events")
+    q.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-ups")
+    q.add_argument("--out", default=None, help="write DIR/partition.json and the three PNGs")
+    q.set_defaults(func=cmd_bench_partition)
+
+
 def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: int, kind: str) -> None:
     p.add_argument("--objects", type=int, default=objects)
     p.add_argument("--subscriptions", type=int, default=subscriptions)
@@ -168,7 +235,8 @@ def parser() -> argparse.ArgumentParser:
     b = sp.add_parser("bench", help="benchmark suite: indexes side by side, ratio to a baseline, JSON + plots",
                       description="Benchmark indexes on an event file or a workload generated from a real "
                                   "dataset: build time, bytes/subscription, arrivals and expiries objects/s, "
-                                  "candidates and affected per object, exactness against the baseline.")
+                                  "candidates and affected per object, exactness against the baseline. "
+                                  "`skpubsub bench partition --help`: planners side by side instead.")
     b.add_argument("events", nargs="?", default=None, help="event file (default: generate from --dataset)")
     b.add_argument("--dataset", default=None, choices=["geonames-cities", "geonames-postal"],
                    help="generate the workload from this dataset (default geonames-cities)")
@@ -194,6 +262,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--json", default=None, help="also write the JSON report to this file")
     b.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run")
     b.set_defaults(func=cmd_bench)
+    _add_bench_partition(sp)
 
     d = sp.add_parser("demo", help="generate a GeoNames workload and run it (make demo)")
     d.add_argument("--out", default="demo-out")
@@ -206,7 +275,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    if args[:2] == ["bench", "partition"]:  # the planner mode of bench (an events file: ./partition)
+        args = ["bench-partition", *args[2:]]
+    a = parser().parse_args(args)
     try:
         if hasattr(a, "window"):
             a.window = Window.parse(a.window)

@@ -1,14 +1,15 @@
 """Compiled publish path: a run of consecutive ``pub`` events in one kernel call.
 
-For each object the kernel scans the postings of its cell (and the global
-lists) under each of its keywords, verifies every live candidate once, inserts
-it into k-best lists, tightens balls in place, and writes one output row per
-affected subscription. It never allocates: re-posting a subscription that
-leaves a global list is queued for Python (it stays valid in the global list
-meanwhile, a superset). An object leaving the window is handled in the kernel
-when no result holds it; otherwise the kernel stops before that event and the
-engine applies it on its plain Python path, so every refill goes through one
-well-tested route. Arithmetic is that of :mod:`skpubsub.scoring`, in the same
+For each object the kernel scans, under each of its keywords, the postings of
+its cell on every grid level and the global list, verifies every live
+candidate once, inserts it into k-best buffers, follows shrinking balls
+(tightening a box in place, or re-posting a level finer), and writes one output
+row per affected subscription. It never allocates: Python reserves room for
+``BUDGET`` posting entries before each call, and a re-post that does not fit is
+queued for Python (the old entries stay valid meanwhile, a superset). An object
+leaving the window is handled in the kernel when no buffer holds it; otherwise
+the kernel stops before that event and the engine applies it on its plain
+Python path, so every refill goes through one well-tested route. Arithmetic is that of :mod:`skpubsub.scoring`, in the same
 order, so results are bit-identical to the reference engine.
 """
 
@@ -23,9 +24,8 @@ from numba import njit
 
 from .io.events import Change, Match
 from .index import postings as P
-from .index.cgrid import _post, best_level, box_at, cell_of, extent, level_key
-
-K_RANGE, K_KNN, K_TOPK = 0, 1, 2
+from .index.cgrid import best_level, box_at, cell_of, extent, level_key, post_slot
+from .subscriptions import K_KNN, K_RANGE
 # counters[] fields
 C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET = 0, 1, 2, 3, 4, 5, 6, 7
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
@@ -210,7 +210,7 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
                     box[s, 3] = tmp[3]
                     nkw[s] = ln
                     pending[s] = False
-                    _post(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
+                    post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
                           meta, s, epoch[s], best, tmp, kw_id[off:off + ln], lmax)
                     counters[C_LIVE_ADD] += n
                     counters[C_BUDGET] -= n

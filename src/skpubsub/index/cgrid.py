@@ -101,7 +101,7 @@ def best_level(ext, geo, lmax, max_cells, out):
 
 
 @njit(cache=True)
-def _post(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+def post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
           s, epoch, level, box, kws, lmax):
     entry = (np.int64(s) << 32) | epoch
     n = 0
@@ -246,7 +246,7 @@ class CompiledGrid:
         self.nkw[s] = len(kws)
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
-        _post(*self.store.arrays, s, self.epoch[s], level, box, kws, self.lmax)
+        post_slot(*self.store.arrays, s, self.epoch[s], level, box, kws, self.lmax)
         self.live_entries += n
         self.maybe_compact()
 

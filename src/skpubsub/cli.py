@@ -268,7 +268,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="demo-out")
     d.add_argument("--dataset", default="geonames-cities")
     d.add_argument("--window", default="count:20000")
-    d.add_argument("--index", default="grid")
+    d.add_argument("--index", default="dkm")
     _add_workload_args(d, objects=30_000, subscriptions=10_000, kind="mix")
     d.set_defaults(func=cmd_demo)
     return p

@@ -108,22 +108,26 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise UsageError(f"--repeat must be >= 1, got {a.repeat}")
     if a.max_events is not None and a.max_events < 1:
         raise UsageError(f"--max-events must be >= 1, got {a.max_events}")
-    workload = None
+    workload = _bench_workload(a)
+    return bench_main(a.events, names, a.window, a.space,
+                      repeat=a.repeat, max_events=a.max_events, out=a.out, json_path=a.json,
+                      workload=workload, baseline=a.baseline, warmup=not a.no_warmup)
+
+
+def _bench_workload(a: argparse.Namespace):
+    """The generated workload of a bench run, or None when it reads an EVENTS file."""
     if a.events is not None:
         if a.dataset is not None:
             raise UsageError("give an EVENTS file or --dataset, not both")
         if not Path(a.events).is_file():
             raise UsageError(f"no such events file: {a.events}")
-    else:
-        from .bench.workload import WorkloadConfig
+        return None
+    from .bench.workload import WorkloadConfig
 
-        workload = WorkloadConfig(dataset=a.dataset or "geonames-cities", objects=a.objects,
-                                  subscriptions=a.subscriptions, kind=a.kind, match=a.match, kmax=a.kmax,
-                                  range_size=a.range_size, sub_rate=a.sub_rate, unsub_rate=a.unsub_rate,
-                                  objects_per_step=a.objects_per_step, seed=a.seed)
-    return bench_main(a.events, names, a.window, a.space,
-                      repeat=a.repeat, max_events=a.max_events, out=a.out, json_path=a.json,
-                      workload=workload, baseline=a.baseline, warmup=not a.no_warmup)
+    return WorkloadConfig(dataset=a.dataset or "geonames-cities", objects=a.objects,
+                          subscriptions=a.subscriptions, kind=a.kind, match=a.match, kmax=a.kmax,
+                          range_size=a.range_size, sub_rate=a.sub_rate, unsub_rate=a.unsub_rate,
+                          objects_per_step=a.objects_per_step, seed=a.seed)
 
 
 def cmd_bench_partition(a: argparse.Namespace) -> int:
@@ -138,19 +142,7 @@ def cmd_bench_partition(a: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be >= 1, got {v}")
     if a.max_events is not None and a.max_events < 1:
         raise UsageError(f"--max-events must be >= 1, got {a.max_events}")
-    workload = None
-    if a.events is not None:
-        if a.dataset is not None:
-            raise UsageError("give an EVENTS file or --dataset, not both")
-        if not Path(a.events).is_file():
-            raise UsageError(f"no such events file: {a.events}")
-    else:
-        from .bench.workload import WorkloadConfig
-
-        workload = WorkloadConfig(dataset=a.dataset or "geonames-cities", objects=a.objects,
-                                  subscriptions=a.subscriptions, kind=a.kind, match=a.match, kmax=a.kmax,
-                                  range_size=a.range_size, sub_rate=a.sub_rate, unsub_rate=a.unsub_rate,
-                                  objects_per_step=a.objects_per_step, seed=a.seed)
+    workload = _bench_workload(a)
     return partition_main(a.events, names, a.workers, a.window, a.space, init_objects=a.init_objects,
                           batch=a.batch, processes=a.processes, index=a.index, out=a.out, workload=workload,
                           max_events=a.max_events, warmup=not a.no_warmup)

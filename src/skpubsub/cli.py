@@ -6,7 +6,6 @@ Flags fall back to ``SKPUBSUB_*`` environment variables (e.g. ``SKPUBSUB_WINDOW`
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path

@@ -90,7 +90,6 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     multi = partitioner is not None
     engine = None if multi else _Single(make_engine(index, window, space, **index_params))
     gate = Gate(window, space)
-    head: list = []  # events held back until the plan is made
     writer = RunWriter(Path(out))
     accepted: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
@@ -109,8 +108,8 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
         done = 0
 
         def flush() -> None:
-            nonlocal apply_s, engine
-            if engine is None:  # still reading O_init
+            nonlocal apply_s
+            if engine is None:  # still reading O_init: events wait in the batch
                 return
             t0 = time.perf_counter()
             notes = engine.apply(batch)

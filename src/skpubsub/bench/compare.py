@@ -441,11 +441,9 @@ def _progress(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def main(events: str | None, indexes: list[str], window: Window, space: Space, repeat: int = 3,
-         max_events: int | None = None, out: str | None = None, json_path: str | None = None,
-         workload: Any = None, baseline: str | None = None, warmup: bool = True) -> int:
-    """``skpubsub bench``: ``events`` (a file) or ``workload`` (a WorkloadConfig)."""
-    order, notes = order_indexes(indexes, baseline)
+def load_workload(events: str | None, workload: Any, window: Window, space: Space,
+                  max_events: int | None) -> "Workload":
+    """Validated events of a bench run: from a file, or generated from a WorkloadConfig."""
     if events is not None:
         evs, rejected = _load(events, window, space)
         describe: dict[str, Any] = {"events_file": str(events)}
@@ -458,8 +456,17 @@ def main(events: str | None, indexes: list[str], window: Window, space: Space, r
     if max_events is not None and len(evs) > max_events:
         cut = len(evs) - max_events
         evs = evs[:max_events]
-    work = Workload(evs, describe, rejected, cut)
-    _progress(f"{len(evs):,} valid events in memory ({rejected} rejected); indexes {', '.join(order)}")
+    return Workload(evs, describe, rejected, cut)
+
+
+def main(events: str | None, indexes: list[str], window: Window, space: Space, repeat: int = 3,
+         max_events: int | None = None, out: str | None = None, json_path: str | None = None,
+         workload: Any = None, baseline: str | None = None, warmup: bool = True) -> int:
+    """``skpubsub bench``: ``events`` (a file) or ``workload`` (a WorkloadConfig)."""
+    order, notes = order_indexes(indexes, baseline)
+    work = load_workload(events, workload, window, space, max_events)
+    _progress(f"{len(work.events):,} valid events in memory ({work.rejected} rejected); "
+              f"indexes {', '.join(order)}")
     rep = bench(work, order, window, space, repeat, warmup=warmup, notes=notes, progress=_progress)
     print(format_report(rep))
     for p in write_outputs(rep, out, json_path):

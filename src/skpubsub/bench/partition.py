@@ -50,9 +50,9 @@ import numpy as np
 
 from ..config import Space, Window
 from ..io.events import Pub, Sub
-from .compare import Workload, _load, generated_events, machine_info, warmup_events
+from .compare import Workload, load_workload, machine_info, warmup_events
 
-DEFAULT_PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix")
+DEFAULT_PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
 PLANNER_WARMUP_SUBS = 100  # head subscriptions each planner is warmed up on (untimed)
 
 
@@ -368,20 +368,9 @@ def main(events: str | None, partitioners: list[str], workers: int, window: Wind
          warmup: bool = True) -> int:
     """``skpubsub bench partition``: ``events`` (a file) or ``workload`` (a WorkloadConfig)."""
     partitioners = check_partitioners(partitioners)
-    if events is not None:
-        evs, rejected = _load(events, window, space)
-        describe: dict[str, Any] = {"events_file": str(events)}
-    else:
-        _progress(f"generating {workload.subscriptions:,} subscriptions + {workload.objects:,} objects "
-                  f"from {workload.dataset} ...")
-        evs, rejected = generated_events(workload, window, space)
-        describe = workload.to_dict()
-    cut = None
-    if max_events is not None and len(evs) > max_events:
-        cut = len(evs) - max_events
-        evs = evs[:max_events]
-    work = Workload(evs, describe, rejected, cut)
-    _progress(f"{len(evs):,} valid events in memory ({rejected} rejected); partitioners "
+    work = load_workload(events, workload, window, space, max_events)
+    evs, cut = work.events, work.cut
+    _progress(f"{len(evs):,} valid events in memory ({work.rejected} rejected); partitioners "
               f"{', '.join(partitioners)}; M = {workers}")
     rep, plots = bench_partition(work, partitioners, workers, window, space, init_objects=init_objects,
                                  batch=batch, processes=processes, index=index, warmup=warmup,

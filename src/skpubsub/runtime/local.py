@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..config import Space, Window
 from ..engine import make_engine
-from ..io.events import Match, Notification, Pub, Sub
+from ..io.events import Match, Notification, Pub
 from ..partition.base import Plan
 from .dispatcher import Dispatcher
 

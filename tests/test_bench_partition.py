@@ -13,7 +13,7 @@ from skpubsub.io.events import Pub, Sub
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PNGS = ("partition_update.png", "partition_loads.png", "partition_map.png")
-ALL = ["hash", "kop", "sop", "dkm", "location", "keyword", "prefix"]
+ALL = ["hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2"]
 ROW_KEYS = {
     "planning_seconds", "update_seconds", "balance_seconds", "worker_cpu_seconds", "worker_load_max_over_mean",
     "steady_update_seconds", "steady_balance_seconds", "steady_worker_load_max_over_mean",

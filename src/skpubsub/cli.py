@@ -131,9 +131,10 @@ def _bench_workload(a: argparse.Namespace):
 
 def cmd_bench_partition(a: argparse.Namespace) -> int:
     """Every planner on the same workload and M: update time, balance, messages, exactness."""
-    from .bench.partition import check_partitioners, main as partition_main
+    from .bench.partition import DEFAULT_PARTITIONERS, check_partitioners, main as partition_main
 
-    names = check_partitioners([n.strip() for n in a.partitioners.split(",") if n.strip()])
+    given = ",".join(DEFAULT_PARTITIONERS) if a.partitioners is None else a.partitioners
+    names = check_partitioners([n.strip() for n in given.split(",") if n.strip()])
     if a.index not in known_indexes():
         raise UsageError(unknown_index(a.index))
     for flag, v in (("--workers", a.workers), ("--batch", a.batch), ("--init-objects", a.init_objects)):
@@ -172,8 +173,9 @@ def _add_bench_partition(sp) -> None:
     q.add_argument("--window", default=_env("window", "none"))
     q.add_argument("--space", default=_env("space", "-180,-90,180,90"))
     q.add_argument("--workers", type=int, default=8, help="M, the number of workers")
-    q.add_argument("--partitioners", default="hash,kop,sop,dkm,location,keyword,prefix",
-                   help="comma-separated; the first is the baseline of the exactness check")
+    q.add_argument("--partitioners", default=None,
+                   help="comma-separated; the first is the baseline of the exactness check "
+                        "(default hash,kop,sop,dkm,location,keyword,prefix,ps2)")
     q.add_argument("--init-objects", type=int, default=5000,
                    help="objects of the stream head used for statistics and planning (O_init)")
     q.add_argument("--batch", type=int, default=2000, help="events per micro-batch")

@@ -148,6 +148,23 @@ def cmd_bench_partition(a: argparse.Namespace) -> int:
                           max_events=a.max_events, warmup=not a.no_warmup)
 
 
+def _add_bench_workload_args(p: argparse.ArgumentParser, kind: str, match: str) -> None:
+    """An EVENTS file, or the workload both bench modes generate in memory (no churn by default)."""
+    p.add_argument("events", nargs="?", default=None, help="event file (default: generate from --dataset)")
+    p.add_argument("--dataset", default=None, choices=["geonames-cities", "geonames-postal"],
+                   help="generate the workload from this dataset (default geonames-cities)")
+    p.add_argument("--subscriptions", type=int, default=10_000, help="initial subscriptions (at t=0)")
+    p.add_argument("--objects", type=int, default=20_000)
+    p.add_argument("--kind", default=kind, choices=["knn", "topk", "range", "mix"])
+    p.add_argument("--match", default=match, choices=["all", "any", "mix"])
+    p.add_argument("--kmax", type=int, default=10)
+    p.add_argument("--range-size", type=float, default=1.0, help="side of range rectangles, degrees")
+    p.add_argument("--sub-rate", type=float, default=0, help="subscription inserts per time step (churn)")
+    p.add_argument("--unsub-rate", type=float, default=0, help="subscription deletes per time step (churn)")
+    p.add_argument("--objects-per-step", type=int, default=10)
+    p.add_argument("--seed", type=int, default=1)
+
+
 def _add_bench_partition(sp) -> None:
     q = sp.add_parser("bench-partition", prog="skpubsub bench partition",
                       help="planners side by side on one workload and M (same as `bench partition`)",
@@ -157,19 +174,7 @@ def _add_bench_partition(sp) -> None:
                                   "worker load, messages per object, replication, objects/s, and exactness "
                                   "against the first planner; with --out DIR: partition.json, "
                                   "partition_update.png, partition_loads.png, partition_map.png.")
-    q.add_argument("events", nargs="?", default=None, help="event file (default: generate from --dataset)")
-    q.add_argument("--dataset", default=None, choices=["geonames-cities", "geonames-postal"],
-                   help="generate the workload from this dataset (default geonames-cities)")
-    q.add_argument("--subscriptions", type=int, default=10_000, help="initial subscriptions (at t=0)")
-    q.add_argument("--objects", type=int, default=20_000)
-    q.add_argument("--kind", default="knn", choices=["knn", "topk", "range", "mix"])
-    q.add_argument("--match", default="any", choices=["all", "any", "mix"])
-    q.add_argument("--kmax", type=int, default=10)
-    q.add_argument("--range-size", type=float, default=1.0, help="side of range rectangles, degrees")
-    q.add_argument("--sub-rate", type=float, default=0, help="subscription inserts per time step (churn)")
-    q.add_argument("--unsub-rate", type=float, default=0, help="subscription deletes per time step (churn)")
-    q.add_argument("--objects-per-step", type=int, default=10)
-    q.add_argument("--seed", type=int, default=1)
+    _add_bench_workload_args(q, kind="knn", match="any")
     q.add_argument("--window", default=_env("window", "none"))
     q.add_argument("--space", default=_env("space", "-180,-90,180,90"))
     q.add_argument("--workers", type=int, default=8, help="M, the number of workers")
@@ -230,19 +235,7 @@ def parser() -> argparse.ArgumentParser:
                                   "dataset: build time, bytes/subscription, arrivals and expiries objects/s, "
                                   "candidates and affected per object, exactness against the baseline. "
                                   "`skpubsub bench partition --help`: planners side by side instead.")
-    b.add_argument("events", nargs="?", default=None, help="event file (default: generate from --dataset)")
-    b.add_argument("--dataset", default=None, choices=["geonames-cities", "geonames-postal"],
-                   help="generate the workload from this dataset (default geonames-cities)")
-    b.add_argument("--subscriptions", type=int, default=10_000, help="initial subscriptions (at t=0)")
-    b.add_argument("--objects", type=int, default=20_000)
-    b.add_argument("--kind", default="mix", choices=["knn", "topk", "range", "mix"])
-    b.add_argument("--match", default="mix", choices=["all", "any", "mix"])
-    b.add_argument("--kmax", type=int, default=10)
-    b.add_argument("--range-size", type=float, default=1.0, help="side of range rectangles, degrees")
-    b.add_argument("--sub-rate", type=float, default=0, help="subscription inserts per time step (churn)")
-    b.add_argument("--unsub-rate", type=float, default=0, help="subscription deletes per time step (churn)")
-    b.add_argument("--objects-per-step", type=int, default=10)
-    b.add_argument("--seed", type=int, default=1)
+    _add_bench_workload_args(b, kind="mix", match="mix")
     b.add_argument("--indexes", default="grid,dkm",
                    help="comma-separated; the first is the baseline (grid is added if neither "
                         "reference nor grid is listed)")

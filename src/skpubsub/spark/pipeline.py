@@ -1,0 +1,236 @@
+"""Spark jobs: statistics (batch) and the streaming run (``run --engine spark``, ``stream``).
+
+The streaming query is::
+
+    readStream.format("skpubsub")                         # lines -> sequencer -> per-worker rows
+      .groupBy("worker").transformWithStateInPandas(...)  # one worker engine per key, RocksDB state
+      .writeStream.foreachBatch(sink)                     # merged, one file set per batch id
+
+and is restartable from its checkpoint directory: the sequencer's snapshots, the
+query's offsets and state, and the sink's per-batch files all key on offsets or
+batch ids, so a replayed batch reproduces the same rows and overwrites the same
+files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ..config import Space, Window
+from ..io.events import Pub
+from ..io.validate import Invalid, parse_line, validate_record
+from ..partition.stats import Statistics
+from .sink import assemble, merge, write_batch
+from .worker import OUTPUT_SCHEMA
+
+
+# -- batch: statistics ---------------------------------------------------------------
+def _input_paths(path: Path) -> list[str]:
+    from .source import _files
+
+    base = path if path.is_dir() else path.parent
+    return [str(base / n) for n in _files(path)]
+
+
+def statistics(spark, path: str | Path, init_objects: int, window: Window, space: Space) -> Statistics:
+    """The planners' statistics over the first ``init_objects`` valid objects (O_init),
+    computed per input partition by Spark and merged on the driver (mergeable
+    :class:`Statistics`); raw lines never reach the driver."""
+    paths = _input_paths(Path(path))
+    if not paths:
+        return Statistics(space=space)
+    rdd = spark.sparkContext.textFile(",".join(paths))
+
+    def objects(lines):
+        for raw in lines:
+            try:
+                ev = validate_record(parse_line(raw.encode("utf-8")), 0, window, space)
+            except (Invalid, UnicodeError):
+                continue
+            if isinstance(ev, Pub):
+                yield ev
+
+    counts = dict(rdd.mapPartitionsWithIndex(lambda i, it: [(i, sum(1 for _ in objects(it)))]).collect())
+    quota, left = {}, init_objects
+    for i in sorted(counts):  # partitions follow the line order: O_init is a prefix
+        quota[i], left = min(left, counts[i]), max(0, left - counts[i])
+
+    def partial(i, it):
+        st = Statistics(space=space)
+        for n, o in enumerate(objects(it)):
+            if n >= quota.get(i, 0):
+                break
+            st.add(o.x, o.y, o.keywords)
+        yield st
+
+    total = Statistics(space=space)
+    for st in rdd.mapPartitionsWithIndex(partial).collect():
+        total += st
+    return total
+
+
+# -- streaming -------------------------------------------------------------------------
+class _Progress:
+    """A StreamingQueryListener keeping each micro-batch's progress (driver side)."""
+
+    def __init__(self) -> None:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        batches: list[dict] = []
+        self.batches = batches
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event) -> None:
+                pass
+
+            def onQueryProgress(self, event) -> None:
+                p = event.progress
+                ops = p.stateOperators or []
+                batches.append({
+                    "batch": p.batchId,
+                    "input_rows": p.numInputRows,
+                    "duration_ms": dict(p.durationMs),
+                    "state_rows": sum(o.numRowsTotal for o in ops),
+                    "state_memory_bytes": sum(o.memoryUsedBytes for o in ops),
+                    "state_custom": {k: v for o in ops for k, v in (o.customMetrics or {}).items()
+                                     if "rocksdb" in k.lower() and ("bytes" in k.lower() or "size" in k.lower())},
+                })
+
+            def onQueryIdle(self, event) -> None:
+                pass
+
+            def onQueryTerminated(self, event) -> None:
+                pass
+
+        self.listener = Listener()
+
+
+def _fingerprint(path: Path, config: dict) -> dict:
+    st = path.stat()
+    return {"input": str(path.resolve()), "size": st.st_size if path.is_file() else None, **config}
+
+
+def start_query(spark, source: Path, out: Path, checkpoint: Path, config: dict, index: str, params: dict,
+                lines_per_batch: int, lines_per_second: float | None = None, once: bool = True,
+                trigger_seconds: float = 1.0, snapshot_every: int = 16):
+    """Start the streaming query; returns it (the caller waits or stops it)."""
+    from .processor import WorkerProcessor
+
+    out.mkdir(parents=True, exist_ok=True)
+    opts = {"path": str(source), "checkpoint": str(checkpoint / "sequencer"), "config": json.dumps(config),
+            "linesPerBatch": str(lines_per_batch)}
+    if lines_per_second:
+        opts["linesPerSecond"] = str(lines_per_second)
+    routed = spark.readStream.format("skpubsub").options(**opts).load()
+    outputs = routed.groupBy("worker").transformWithStateInPandas(
+        WorkerProcessor(config["window"], config["space"], index, params, snapshot_every),
+        OUTPUT_SCHEMA, "Append", "None")
+
+    def sink(df, batch_id: int) -> None:
+        merged = merge(df.toPandas())
+        write_batch(out, batch_id, merged, {"sink_time": time.time()})
+
+    w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint / "query"))
+    w = w.trigger(availableNow=True) if once else w.trigger(processingTime=f"{trigger_seconds} seconds")
+    return w.start()
+
+
+def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: str) -> dict:
+    info = assemble(out)
+    batches = info["batches"]
+    meta = next((b["meta"] for b in reversed(batches) if "meta" in b), {})
+    by_id = {p["batch"]: p for p in progress}
+    per_batch = []
+    for b in batches:
+        workers = [w for w in b["workers"] if "apply_seconds" in w]
+        work = [w["load_seconds"] + w["apply_seconds"] + w["state_seconds"] for w in workers]
+        p = by_id.get(b["batch"], {})
+        total_ms = p.get("duration_ms", {}).get("triggerExecution")
+        rec = {
+            "batch": b["batch"],
+            "notifications": b["notifications"],
+            "input_rows": p.get("input_rows"),
+            "duration_seconds": total_ms / 1000 if total_ms is not None else None,
+            "worker_seconds": [round(x, 6) for x in work],
+            "worker_cpu_seconds": [w["cpu_seconds"] for w in workers],
+            "spark_overhead_seconds": round(total_ms / 1000 - max(work, default=0.0), 6)
+            if total_ms is not None else None,
+            "latency_seconds": round(b["sink_time"] - min(w["ingest"] for w in workers), 6) if workers else None,
+            "state_rows": p.get("state_rows"),
+            "state_memory_bytes": p.get("state_memory_bytes"),
+            "snapshot_bytes": sum(w["snapshot_bytes"] or 0 for w in workers),
+        }
+        per_batch.append(rec)
+    n_obj = meta.get("objects", 0)
+    n_notes = sum(b["notifications"] for b in batches)
+    return {
+        "engine": "spark",
+        "workers": config["workers"],
+        "partitioner": config["partitioner"],
+        "index": index,
+        "window": config["window"],
+        "space": config["space"],
+        **{k: meta.get(k) for k in ("accepted", "rejected", "accepted_total", "rejected_total")},
+        "notifications": n_notes,
+        "wall_seconds": round(wall, 6),
+        "objects": n_obj,
+        "objects_per_second": round(n_obj / wall, 2) if wall > 0 and n_obj else None,
+        **{k: meta[k] for k in ("messages", "messages_per_object", "replication_ratio", "plan") if k in meta},
+        "batches": per_batch,
+    }
+
+
+def run_spark(events: str | Path, out: str | Path, window: str | Window = "none", space: Space | None = None,
+              index: str = "dkm", workers: int = 1, partitioner: str | None = None, init_objects: int = 1000,
+              lines_per_batch: int = 10_000, master: str | None = None, checkpoint: str | Path | None = None,
+              lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
+              **index_params: Any) -> dict:
+    """``skpubsub run --engine spark``: the same four files as the local engine.
+
+    Resumes from ``checkpoint`` (default ``OUT/_checkpoint``) when it holds an
+    unfinished run of the same input and flags; another run's checkpoint is an error.
+    """
+    from pyspark import cloudpickle
+
+    from .session import spark_session
+
+    window = Window.parse(window) if isinstance(window, str) else window
+    space = space or Space()
+    events, out = Path(events), Path(out)
+    checkpoint = Path(checkpoint) if checkpoint else out / "_checkpoint"
+    config = {"window": str(window), "space": str(space), "workers": workers,
+              "partitioner": partitioner or "hash", "init_objects": init_objects}
+    fp = _fingerprint(events, {**config, "index": index, "params": index_params})
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    fp_file = checkpoint / "run.json"
+    if fp_file.exists() and json.loads(fp_file.read_text()) != fp:
+        raise ValueError(f"checkpoint {checkpoint} belongs to another run; remove it or pick another --checkpoint")
+    fp_file.write_text(json.dumps(fp))
+    start = time.perf_counter()
+    spark = spark or spark_session(master, workers)
+    stats_file = checkpoint / "stats.pkl"
+    if not stats_file.exists():
+        st = statistics(spark, events, init_objects, window, space)
+        with open(stats_file.with_suffix(".tmp"), "wb") as f:
+            cloudpickle.dump(st, f)
+        os.replace(stats_file.with_suffix(".tmp"), stats_file)
+    config["stats"] = str(stats_file)
+    progress = _Progress()
+    spark.streams.addListener(progress.listener)
+    try:
+        q = start_query(spark, events, out, checkpoint, config, index, index_params, lines_per_batch,
+                        lines_per_second, once=True, snapshot_every=snapshot_every)
+        q.awaitTermination()
+        time.sleep(0.2)  # the listener's last progress event arrives asynchronously
+    finally:
+        spark.streams.removeListener(progress.listener)
+    wall = time.perf_counter() - start
+    metrics = _metrics(out, progress.batches, wall, config, index)
+    with open(out / "metrics.json", "w", encoding="utf-8") as f:
+        json.dump(metrics, f, indent=2)
+        f.write("\n")
+    return metrics

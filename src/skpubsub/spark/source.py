@@ -1,0 +1,195 @@
+"""The streaming source: event lines in stream order, sequenced into per-worker rows.
+
+A Python Data Source (``format("skpubsub")``) reading either one event file
+(replayed at ``linesPerSecond`` if set) or a directory of JSONL files moved in
+atomically and taken in name order. Spark's own file source would lose the line
+order within and across files that validation and the window depend on, so the
+source reads the lines itself and runs them through the :class:`Sequencer`.
+
+Offsets are ``{"file", "pos", "line", "final"}``: the file being read, the byte
+position in it, lines read so far, and whether the input is finished (an event
+file's end, or an ``availableNow`` run's target). ``final`` lives in the offset so
+that a replayed micro-batch repeats its end-of-input rows exactly. The
+sequencer's state after each batch is pickled to ``<checkpoint>/<line>.pkl``; a
+replayed batch restarts from the state at its start offset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from pyspark import cloudpickle
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+from ..config import Space, Window
+from ..io.validate import MAX_LINE
+from .sequencer import Sequencer
+
+SCHEMA = "worker int, part int, payload binary, ingest double"
+_CHUNK = 1 << 16
+
+
+class Rows(InputPartition):
+    def __init__(self, rows: list[tuple]) -> None:
+        self.rows = rows
+
+
+def _files(path: Path) -> list[str]:
+    if path.is_file():
+        return [path.name]
+    return sorted(p.name for p in path.iterdir()
+                  if p.is_file() and not p.name.startswith((".", "_")) and p.name.endswith(".jsonl"))
+
+
+def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = None) -> tuple[list, dict]:
+    """Lines after ``start`` (at most ``max_lines``, never past ``stop``):
+    ``([(line number, raw or None), ...], offset after them)``. A line over
+    MAX_LINE is skipped in chunks and given as None (rejected by the Gate)."""
+    base = path if path.is_dir() else path.parent
+    names = _files(path)
+    out: list = []
+    file, pos, line = start["file"], start["pos"], start["line"]
+    if file and file not in names:
+        raise RuntimeError(f"input file {file!r} disappeared from {path}")
+    i = names.index(file) if file else 0
+    while i < len(names) and (max_lines is None or len(out) < max_lines):
+        if stop is not None and line >= stop["line"]:
+            break
+        name = names[i]
+        if name != file:
+            file, pos = name, 0
+        with open(base / name, "rb") as f:
+            f.seek(pos)
+            while max_lines is None or len(out) < max_lines:
+                if stop is not None and line >= stop["line"]:
+                    break
+                raw = f.readline(MAX_LINE + 2)
+                if not raw:
+                    break
+                if not raw.endswith(b"\n") and len(raw) > MAX_LINE:
+                    while (rest := f.readline(_CHUNK)) and not rest.endswith(b"\n"):
+                        pass
+                    body = None
+                else:
+                    body = raw[:-1].removesuffix(b"\r") if raw.endswith(b"\n") else raw
+                    if body is not None and len(body) > MAX_LINE:
+                        body = None
+                line += 1
+                out.append((line, body))
+            pos = f.tell()
+            at_end = pos >= os.fstat(f.fileno()).st_size
+        if at_end:
+            i += 1
+        else:
+            break
+    return out, {"file": file, "pos": pos, "line": line, "final": False}
+
+
+class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.path = Path(options["path"])
+        self.checkpoint = Path(options["checkpoint"])
+        self.config = json.loads(options["config"])
+        self.lines_per_batch = int(options.get("linesPerBatch", 10_000))
+        self.rate = float(options["linesPerSecond"]) if options.get("linesPerSecond") else None
+        self.target: dict | None = None  # availableNow: finish at this offset
+        self._pending: dict[tuple[int, int], list] = {}  # (start line, end line) -> lines read ahead
+        self._state: tuple[int, Sequencer] | None = None  # (line offset, sequencer there)
+        self._last_call = time.monotonic()
+        self.checkpoint.mkdir(parents=True, exist_ok=True)
+
+    # -- offsets ---------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        return {"file": "", "pos": 0, "line": 0, "final": False}
+
+    def getDefaultReadLimit(self):
+        return ReadMaxRows(self.lines_per_batch)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        _, self.target = _read(self.path, self.initialOffset(), None)
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        start = start or self.initialOffset()
+        if start["final"] and (self.path.is_file() or (self.target is not None
+                                                       and start["line"] >= self.target["line"])):
+            return start  # the input is finished
+        max_lines = None if isinstance(limit, ReadAllAvailable) else self.lines_per_batch
+        if isinstance(limit, ReadMaxRows):
+            max_lines = limit.max_rows
+        now = time.monotonic()
+        if self.rate is not None:
+            allowed = max(1, int(self.rate * (now - self._last_call)))
+            max_lines = allowed if max_lines is None else min(max_lines, allowed)
+        lines, end = _read(self.path, start, max_lines, self.target)
+        if self.target is not None:
+            end["final"] = end["line"] >= self.target["line"]
+        elif self.path.is_file():
+            end["final"] = not _read(self.path, end, 1)[0]
+        if not lines and not end["final"]:
+            return start
+        self._last_call = now
+        self._pending = {(start["line"], end["line"]): lines}
+        return end
+
+    # -- batches ---------------------------------------------------------------------
+    def _sequencer(self, line: int) -> Sequencer:
+        if self._state is not None and self._state[0] == line:
+            seqr = self._state[1]
+        elif line == 0 and not (self.checkpoint / "0.pkl").exists():
+            c = self.config
+            stats = None
+            if c.get("stats"):
+                with open(c["stats"], "rb") as f:
+                    stats = cloudpickle.load(f)
+            seqr = Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), c["workers"],
+                             c["partitioner"], c["init_objects"], stats)
+        else:
+            with open(self.checkpoint / f"{line}.pkl", "rb") as f:
+                seqr = cloudpickle.load(f)
+        self._state = None  # feed mutates it: never reuse a half-fed sequencer
+        return seqr
+
+    def partitions(self, start: dict, end: dict) -> list[Rows]:
+        lines = self._pending.pop((start["line"], end["line"]), None)
+        if lines is None:  # a replayed batch: read its lines again
+            lines, _ = _read(self.path, {**start, "final": False}, end["line"] - start["line"])
+        seqr = self._sequencer(start["line"])
+        ingest = time.time()
+        rows = [(w, p, payload, ingest) for w, p, payload in seqr.feed(lines, end=end["final"])]
+        tmp = self.checkpoint / f".{end['line']}.pkl.tmp"
+        with open(tmp, "wb") as f:
+            cloudpickle.dump(seqr, f)
+        os.replace(tmp, self.checkpoint / f"{end['line']}.pkl")
+        self._state = (end["line"], seqr)
+        by_worker: dict[int, list] = {}
+        for r in rows:
+            by_worker.setdefault(r[0], []).append(r)
+        return [Rows(v) for _, v in sorted(by_worker.items())] or [Rows([])]
+
+    def read(self, partition: Rows) -> Iterator[tuple]:
+        yield from partition.rows
+
+    def commit(self, end: dict) -> None:
+        for p in self.checkpoint.glob("*.pkl"):
+            if p.stem.isdigit() and int(p.stem) < end["line"]:
+                p.unlink(missing_ok=True)
+
+
+class EventSource(DataSource):
+    """``spark.readStream.format("skpubsub").option("path", ...).option("checkpoint", ...)
+    .option("config", json).load()``: sequenced event rows (see :mod:`.sequencer`)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "skpubsub"
+
+    def schema(self) -> str:
+        return SCHEMA
+
+    def streamReader(self, schema) -> EventReader:
+        return EventReader(self.options)

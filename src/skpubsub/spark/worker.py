@@ -1,0 +1,79 @@
+"""One worker's engine as the Spark runtime holds it (no PySpark here).
+
+:class:`WorkerState` wraps an ``Engine`` with external expiry plus what the sink
+needs to merge workers: each notification carries the registration position
+(``seq`` of the ``sub`` event) of its subscription, so the sink can order one
+event's notifications exactly as a single engine would. It pickles whole: that
+pickle is the snapshot kept in the state store.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from ..config import Space, Window
+from ..engine import make_engine
+from ..io.events import Match, Sub, Unsub
+from .sequencer import DRIVER, END
+
+# Output row: (worker, kind, seq, reg, sub, line). kind is "note", "match" (range
+# match, deduplicated across replicas), "result", "stat", "rejected" or "meta".
+OUTPUT_SCHEMA = "worker int, kind string, seq long, reg long, sub string, line string"
+
+
+def _json(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class WorkerState:
+    """The engine of one worker; ``apply`` is the engine's cost plus O(notifications)."""
+
+    def __init__(self, worker: int, window: Window, space: Space, index: str, params: dict) -> None:
+        self.worker = worker
+        self.engine = make_engine(index, window, space, external_expiry=True, **params)
+        self.reg: dict[Any, int] = {}  # active subscription id -> seq of its sub event
+        self.cpu_seconds = 0.0
+
+    def apply(self, items: list[tuple[int, Any]]) -> list[tuple]:
+        """Apply routed ``(seq, item)`` pairs in order; returns notification and result rows."""
+        t0 = time.process_time()
+        routed = [it for _, it in items if it != END]
+        outs = iter(self.engine.apply_routed(routed))
+        rows: list[tuple] = []
+        for seq, it in items:
+            if it == END:
+                rows.extend(self._results())
+                continue
+            ev = it[0]
+            if isinstance(ev, Sub):
+                self.reg[ev.id] = ev.seq
+            for n in next(outs):
+                rows.append((self.worker, "match" if isinstance(n, Match) else "note", seq,
+                             self.reg[n.sub], _json(n.sub), _json(n.to_json())))
+            if isinstance(ev, Unsub):
+                self.reg.pop(ev.id, None)
+        self.cpu_seconds = time.process_time() - t0
+        return rows
+
+    def stat_row(self, **extra: Any) -> tuple:
+        """The per-batch load record of this worker (after ``apply``)."""
+        stat = {"worker": self.worker, "cpu_seconds": round(self.cpu_seconds, 6), **self.engine.stats, **extra}
+        return (self.worker, "stat", 0, 0, "", _json(stat))
+
+    def _results(self) -> list[tuple]:
+        return [(self.worker, "result", 0, self.reg[sid], _json(sid), _json({"id": sid, "results": ids}))
+                for sid, ids in self.engine.all_results()]
+
+
+def driver_rows(entries: list[tuple]) -> list[tuple]:
+    """The sequencer's rejections and metadata as output rows (worker ``DRIVER``)."""
+    rows: list[tuple] = []
+    for e in entries:
+        if e[0] == "rejected":
+            _, line, error, raw = e
+            rows.append((DRIVER, "rejected", line, 0, "", _json({"line": line, "error": error, "raw": raw})))
+        else:
+            rows.append((DRIVER, "meta", 0, 0, "", _json(e[1])))
+    return rows

@@ -31,8 +31,6 @@ def _check_run_flags(a: argparse.Namespace) -> None:
         raise UsageError(f"unknown partitioner {a.partitioner!r}; known: {', '.join(PARTITIONERS)}")
     if a.engine not in ("local", "spark"):
         raise UsageError(f"unknown engine {a.engine!r}; known: local, spark")
-    if a.engine == "spark":
-        raise UsageError("--engine spark: not yet (the Spark runtime is a later issue); use --engine local")
     if a.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {a.workers}")
     if a.workers > 1 and a.partitioner is None:
@@ -46,16 +44,47 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not Path(a.events).is_file():
         raise UsageError(f"no such events file: {a.events}")
     params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
-    m = run(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
-            partitioner=a.partitioner, init_objects=a.init_objects, **params)
+    if a.engine == "spark":
+        from .spark.pipeline import run_spark
+
+        m = run_spark(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
+                      partitioner=a.partitioner, init_objects=a.init_objects, lines_per_batch=a.lines_per_batch,
+                      master=a.master, checkpoint=a.checkpoint, **params)
+    else:
+        m = run(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
+                partitioner=a.partitioner, init_objects=a.init_objects, **params)
     print(_summary(m, a.out))
     return 0
+
+
+def cmd_stream(a: argparse.Namespace) -> int:
+    """Follow a directory (or file) of events on Spark until --timeout or Ctrl-C."""
+    from .spark.pipeline import stream
+
+    a.engine = "spark"
+    _check_run_flags(a)
+    if not Path(a.source).exists():
+        raise UsageError(f"no such source: {a.source}")
+    params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
+    m = stream(a.source, a.out, a.checkpoint, window=a.window, space=a.space, index=a.index, workers=a.workers,
+               partitioner=a.partitioner, init_objects=a.init_objects, lines_per_batch=a.lines_per_batch,
+               master=a.master, lines_per_second=a.lines_per_second, once=a.once, timeout=a.timeout,
+               trigger_seconds=a.trigger_seconds, **params)
+    print(_summary(m, a.out))
+    return 0
+
+
+def _add_spark_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--master", default=_env("master", None),
+                   help="Spark master URL (default local[*]; e.g. spark://host:7077)")
+    p.add_argument("--lines-per-batch", type=int, default=10_000, help="input lines per Spark micro-batch")
 
 
 def _summary(m: dict, out: str) -> str:
     return (f"{m['accepted_total']} events accepted, {m['rejected_total']} rejected; "
             f"{m['notifications']} notifications; {m['objects']} objects in {m['wall_seconds']:.2f} s "
-            f"= {m['objects_per_second'] or 0:,.0f} objects/s ({m['index']} index, window {m['window']})\n"
+            f"= {m['objects_per_second'] or 0:,.0f} objects/s ({m.get('engine', 'local')} engine, "
+            f"{m['workers']} workers, {m['index']} index, window {m['window']})\n"
             f"outputs in {out}/: results.jsonl notifications.jsonl rejected.jsonl metrics.json")
 
 
@@ -77,7 +106,13 @@ def cmd_workload(a: argparse.Namespace) -> int:
 
 
 def cmd_demo(a: argparse.Namespace) -> int:
-    """Generate a real-data workload and run it: the main job of ``make demo``."""
+    """Generate a real-data workload and run it: the main job of ``make demo``.
+
+    With ``--engine spark`` (the default) the whole pipeline runs on Spark local mode:
+    statistics as a Spark job, the plan, then the stream through the worker engines.
+    """
+    import shutil
+
     from .bench.workload import generate, write_jsonl
     from .runner import run
 
@@ -87,8 +122,18 @@ def cmd_demo(a: argparse.Namespace) -> int:
     cfg = _workload_config(a)
     print(f"generating {cfg.subscriptions} subscriptions + {cfg.objects} objects from {cfg.dataset} ...", flush=True)
     n = write_jsonl(generate(cfg), events)
-    print(f"wrote {n} events to {events}; running the {a.index} engine, window {a.window} ...", flush=True)
-    m = run(events, out, window=a.window, index=a.index)
+    print(f"wrote {n} events to {events}; running the {a.index} engine on {a.engine} "
+          f"({a.workers} workers, {a.partitioner} plan), window {a.window} ...", flush=True)
+    if a.engine == "spark":
+        from .spark.pipeline import run_spark
+
+        for old in (out / "_checkpoint", out / "batches"):  # a demo is always a fresh run
+            shutil.rmtree(old, ignore_errors=True)
+        m = run_spark(events, out, window=a.window, index=a.index, workers=a.workers, partitioner=a.partitioner,
+                      master=a.master, lines_per_batch=a.lines_per_batch)
+    else:
+        m = run(events, out, window=a.window, index=a.index, workers=a.workers,
+                partitioner=a.partitioner if a.workers > 1 else None)
     print(_summary(m, str(out)))
     return 0
 
@@ -222,7 +267,33 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--grid", type=int, default=None, help="grid cells per side (grid index)")
     r.add_argument("--init-objects", type=int, default=1000,
                    help="objects read before planning (O_init), with --partitioner")
+    _add_spark_args(r)
+    r.add_argument("--checkpoint", default=None,
+                   help="--engine spark: checkpoint directory (default OUT/_checkpoint; a rerun resumes)")
     r.set_defaults(func=cmd_run)
+
+    s = sp.add_parser("stream", help="follow a directory of JSONL event files on Spark Structured Streaming",
+                      description="Files moved atomically into SOURCE (*.jsonl, taken in name order) are "
+                                  "processed as they arrive; notifications are written per micro-batch. On "
+                                  "--timeout or Ctrl-C the query stops, finishes what has arrived and writes "
+                                  "results.jsonl and metrics.json. Restarting with the same --checkpoint "
+                                  "resumes exactly.")
+    s.add_argument("--source", required=True, help="directory of *.jsonl files (or one event file)")
+    s.add_argument("--checkpoint", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--window", default=_env("window", "none"))
+    s.add_argument("--space", default=_env("space", "-180,-90,180,90"))
+    s.add_argument("--workers", type=int, default=int(_env("workers", "2") or 2))
+    s.add_argument("--partitioner", default=_env("partitioner", "hash"))
+    s.add_argument("--index", default=_env("index", "dkm"))
+    s.add_argument("--grid", type=int, default=None, help=argparse.SUPPRESS)
+    s.add_argument("--init-objects", type=int, default=1000)
+    _add_spark_args(s)
+    s.add_argument("--lines-per-second", type=float, default=None, help="replay rate limit")
+    s.add_argument("--trigger-seconds", type=float, default=1.0, help="micro-batch interval")
+    s.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
+    s.add_argument("--once", action="store_true", help="process what is there now, then stop")
+    s.set_defaults(func=cmd_stream)
 
     w = sp.add_parser("workload", help="build an event stream from a real dataset")
     w.add_argument("dataset")
@@ -255,6 +326,10 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--dataset", default="geonames-cities")
     d.add_argument("--window", default="count:20000")
     d.add_argument("--index", default="dkm")
+    d.add_argument("--engine", default=_env("engine", "spark"), choices=["local", "spark"])
+    d.add_argument("--workers", type=int, default=2)
+    d.add_argument("--partitioner", default="dkm", choices=PARTITIONERS)
+    _add_spark_args(d)
     _add_workload_args(d, objects=30_000, subscriptions=10_000, kind="mix")
     d.set_defaults(func=cmd_demo)
     return p

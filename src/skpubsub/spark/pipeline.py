@@ -36,14 +36,15 @@ def _input_paths(path: Path) -> list[str]:
     return [str(base / n) for n in _files(path)]
 
 
-def statistics(spark, path: str | Path, init_objects: int, window: Window, space: Space) -> Statistics:
+def statistics(spark, path: str | Path, init_objects: int, window: Window, space: Space,
+               min_partitions: int | None = None) -> Statistics:
     """The planners' statistics over the first ``init_objects`` valid objects (O_init),
     computed per input partition by Spark and merged on the driver (mergeable
     :class:`Statistics`); raw lines never reach the driver."""
     paths = _input_paths(Path(path))
     if not paths:
         return Statistics(space=space)
-    rdd = spark.sparkContext.textFile(",".join(paths))
+    rdd = spark.sparkContext.textFile(",".join(paths), minPartitions=min_partitions)
 
     def objects(lines):
         for raw in lines:
@@ -184,6 +185,35 @@ def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: 
     }
 
 
+def _prepare(spark, source: Path, checkpoint: Path, config: dict, index: str, params: dict,
+             window: Window, space: Space) -> dict:
+    """Guard the checkpoint against another run's flags; statistics once (kept for restarts)."""
+    from pyspark import cloudpickle
+
+    fp = _fingerprint(source, {**config, "index": index, "params": params})
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    fp_file = checkpoint / "run.json"
+    if fp_file.exists() and json.loads(fp_file.read_text()) != fp:
+        raise ValueError(f"checkpoint {checkpoint} belongs to another run; remove it or pick another --checkpoint")
+    fp_file.write_text(json.dumps(fp))
+    stats_file = checkpoint / "stats.pkl"
+    if not stats_file.exists():
+        st = statistics(spark, source, config["init_objects"], window, space)
+        with open(stats_file.with_suffix(".tmp"), "wb") as f:
+            cloudpickle.dump(st, f)
+        os.replace(stats_file.with_suffix(".tmp"), stats_file)
+    return {**config, "stats": str(stats_file)}
+
+
+def _finish(out: Path, progress: _Progress, start: float, config: dict, index: str) -> dict:
+    time.sleep(0.2)  # the listener's last progress event arrives asynchronously
+    metrics = _metrics(out, progress.batches, time.perf_counter() - start, config, index)
+    with open(out / "metrics.json", "w", encoding="utf-8") as f:
+        json.dump(metrics, f, indent=2)
+        f.write("\n")
+    return metrics
+
+
 def run_spark(events: str | Path, out: str | Path, window: str | Window = "none", space: Space | None = None,
               index: str = "dkm", workers: int = 1, partitioner: str | None = None, init_objects: int = 1000,
               lines_per_batch: int = 10_000, master: str | None = None, checkpoint: str | Path | None = None,
@@ -194,43 +224,45 @@ def run_spark(events: str | Path, out: str | Path, window: str | Window = "none"
     Resumes from ``checkpoint`` (default ``OUT/_checkpoint``) when it holds an
     unfinished run of the same input and flags; another run's checkpoint is an error.
     """
-    from pyspark import cloudpickle
+    return stream(events, out, checkpoint or Path(out) / "_checkpoint", window, space, index, workers,
+                  partitioner, init_objects, lines_per_batch, master, lines_per_second=lines_per_second,
+                  snapshot_every=snapshot_every, spark=spark, once=True, **index_params)
 
+
+def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: str | Window = "none",
+           space: Space | None = None, index: str = "dkm", workers: int = 1, partitioner: str | None = None,
+           init_objects: int = 1000, lines_per_batch: int = 10_000, master: str | None = None, *,
+           lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
+           once: bool = False, timeout: float | None = None, trigger_seconds: float = 1.0,
+           **index_params: Any) -> dict:
+    """``skpubsub stream``: follow ``source`` (an event file, or a directory that JSONL
+    files are moved into) until ``timeout`` seconds or Ctrl-C, then finish what has
+    arrived and write the final results; ``once``: only what is there now."""
     from .session import spark_session
 
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
-    events, out = Path(events), Path(out)
-    checkpoint = Path(checkpoint) if checkpoint else out / "_checkpoint"
+    source, out, checkpoint = Path(source), Path(out), Path(checkpoint)
     config = {"window": str(window), "space": str(space), "workers": workers,
               "partitioner": partitioner or "hash", "init_objects": init_objects}
-    fp = _fingerprint(events, {**config, "index": index, "params": index_params})
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    fp_file = checkpoint / "run.json"
-    if fp_file.exists() and json.loads(fp_file.read_text()) != fp:
-        raise ValueError(f"checkpoint {checkpoint} belongs to another run; remove it or pick another --checkpoint")
-    fp_file.write_text(json.dumps(fp))
     start = time.perf_counter()
     spark = spark or spark_session(master, workers)
-    stats_file = checkpoint / "stats.pkl"
-    if not stats_file.exists():
-        st = statistics(spark, events, init_objects, window, space)
-        with open(stats_file.with_suffix(".tmp"), "wb") as f:
-            cloudpickle.dump(st, f)
-        os.replace(stats_file.with_suffix(".tmp"), stats_file)
-    config["stats"] = str(stats_file)
+    spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
+    config = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
     progress = _Progress()
     spark.streams.addListener(progress.listener)
+    args = (spark, source, out, checkpoint, config, index, index_params, lines_per_batch, lines_per_second)
     try:
-        q = start_query(spark, events, out, checkpoint, config, index, index_params, lines_per_batch,
-                        lines_per_second, once=True, snapshot_every=snapshot_every)
+        if not once:
+            q = start_query(*args, once=False, trigger_seconds=trigger_seconds, snapshot_every=snapshot_every)
+            try:
+                q.awaitTermination(timeout)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                q.stop()
+        q = start_query(*args, once=True, snapshot_every=snapshot_every)  # the rest, then results
         q.awaitTermination()
-        time.sleep(0.2)  # the listener's last progress event arrives asynchronously
     finally:
         spark.streams.removeListener(progress.listener)
-    wall = time.perf_counter() - start
-    metrics = _metrics(out, progress.batches, wall, config, index)
-    with open(out / "metrics.json", "w", encoding="utf-8") as f:
-        json.dump(metrics, f, indent=2)
-        f.write("\n")
-    return metrics
+    return _finish(out, progress, start, config, index)

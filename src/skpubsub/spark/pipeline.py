@@ -132,8 +132,12 @@ def start_query(spark, source: Path, out: Path, checkpoint: Path, config: dict, 
         OUTPUT_SCHEMA, "Append", "None")
 
     def sink(df, batch_id: int) -> None:
-        merged = merge(df.toPandas())
-        write_batch(out, batch_id, merged, {"sink_time": time.time()})
+        t0 = time.perf_counter()
+        pdf = df.toPandas()  # runs the batch: the workers' tasks end here
+        t1 = time.perf_counter()
+        merged = merge(pdf)
+        write_batch(out, batch_id, merged, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
+                                            "sink_seconds": round(time.perf_counter() - t1, 6)})
 
     w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint / "query"))
     w = w.trigger(availableNow=True) if once else w.trigger(processingTime=f"{trigger_seconds} seconds")
@@ -149,21 +153,29 @@ def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: 
     for b in batches:
         workers = [w for w in b["workers"] if "apply_seconds" in w]
         work = [w["load_seconds"] + w["apply_seconds"] + w["state_seconds"] for w in workers]
+        src = b.get("source") or [{}]
+        seq_s = sum(x.get("sequence_seconds", 0.0) + x.get("snapshot_seconds", 0.0) for x in src)
         p = by_id.get(b["batch"], {})
         total_ms = p.get("duration_ms", {}).get("triggerExecution")
+        ours = seq_s + max(work, default=0.0) + b.get("sink_seconds", 0.0)
         rec = {
             "batch": b["batch"],
+            "lines": sum(x.get("lines", 0) for x in src),
             "notifications": b["notifications"],
             "input_rows": p.get("input_rows"),
             "duration_seconds": total_ms / 1000 if total_ms is not None else None,
+            "sequencer_seconds": round(seq_s, 6),
             "worker_seconds": [round(x, 6) for x in work],
             "worker_cpu_seconds": [w["cpu_seconds"] for w in workers],
-            "spark_overhead_seconds": round(total_ms / 1000 - max(work, default=0.0), 6)
-            if total_ms is not None else None,
+            "worker_cache": [w["cache"] for w in workers],
+            "sink_seconds": b.get("sink_seconds"),
+            "spark_overhead_seconds": round(total_ms / 1000 - ours, 6) if total_ms is not None else None,
             "latency_seconds": round(b["sink_time"] - min(w["ingest"] for w in workers), 6) if workers else None,
             "state_rows": p.get("state_rows"),
             "state_memory_bytes": p.get("state_memory_bytes"),
-            "snapshot_bytes": sum(w["snapshot_bytes"] or 0 for w in workers),
+            "state_store": p.get("state_custom"),
+            "worker_snapshot_bytes": sum(w["snapshot_bytes"] or 0 for w in workers),
+            "sequencer_snapshot_bytes": sum(x.get("snapshot_bytes", 0) for x in src),
         }
         per_batch.append(rec)
     n_obj = meta.get("objects", 0)

@@ -2,18 +2,22 @@
 
 State per worker (RocksDB state store, checkpointed with the query):
 
-* ``meta``  (token, version, logged): a random token naming this state's lineage,
-  a version bumped by every micro-batch, the number of log entries;
+* ``meta``  (token, version, logged, snap_version): a random token naming this
+  state's lineage, a version bumped by every micro-batch, the number of log
+  entries, and the version the snapshot was taken at;
 * ``snap``  the pickled :class:`WorkerState` in chunks (absent until the first
   compaction: then the state is a fresh engine);
-* ``log``   the routed row payloads applied since the snapshot, one entry a row.
+* ``log``   (version, payload): the routed rows applied since the snapshot.
 
 A batch makes three coarse state calls (read meta, append the batch's payloads,
-write meta), plus a snapshot every ``snapshot_every`` batches. The live engine
-stays in the module-level ``_CACHE`` under (token, worker) with its version; a
-miss (new process, retried batch, restart) rebuilds from snapshot + log, so the
-cache only saves time. An entry is taken out before the engine is mutated, so a
-failed attempt never leaves a half-applied engine behind.
+write meta), plus a snapshot every ``snapshot_every`` log entries. The live
+engine stays in the module-level ``_CACHE`` under (token, worker) with its
+version. Spark hands a partition to whichever Python worker process is idle, so
+a process may find its copy some batches behind: it catches up by applying the
+log entries since its version (the log is the exact input of those batches). A
+copy older than the snapshot, or none (new process, restart), is rebuilt from
+snapshot + log, so the cache only ever saves time. An entry is taken out before
+the engine is mutated: a failed attempt never leaves a half-applied engine.
 """
 
 from __future__ import annotations
@@ -48,28 +52,36 @@ class WorkerProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.meta = handle.getValueState("meta", StructType([
             StructField("token", StringType()), StructField("version", LongType()),
-            StructField("logged", LongType())]))
+            StructField("logged", LongType()), StructField("snap_version", LongType())]))
         self.snap = handle.getListState("snap", StructType([StructField("chunk", BinaryType())]))
-        self.log = handle.getListState("log", StructType([StructField("payload", BinaryType())]))
+        self.log = handle.getListState("log", StructType([
+            StructField("version", LongType()), StructField("payload", BinaryType())]))
 
     def _fresh(self, worker: int) -> WorkerState:
         return WorkerState(worker, Window.parse(self.window), Space.parse(self.space), self.index, self.params)
 
-    def _load(self, worker: int) -> tuple[str, int, int, WorkerState, bool]:
+    def _load(self, worker: int) -> tuple[tuple, WorkerState, str]:
+        """(meta, engine at meta's version, how it was found: hit, catch-up, rebuild or new)."""
         m = self.meta.get()
         if m is None:
-            return uuid.uuid4().hex, 0, 0, self._fresh(worker), False
-        token, version, logged = m[0], int(m[1]), int(m[2])
-        hit = _CACHE.pop((token, worker), None)
-        if hit is not None and hit[0] == version:
-            return token, version, logged, hit[1], True
-        if self.snap.exists():
-            ws = pickle.loads(b"".join(bytes(c[0]) for c in self.snap.get()))
+            return (uuid.uuid4().hex, 0, 0, 0), self._fresh(worker), "new"
+        meta = (m[0], int(m[1]), int(m[2]), int(m[3]))
+        token, version, _, snap_version = meta
+        cached = _CACHE.pop((token, worker), None)
+        if cached is not None and cached[0] == version:
+            return meta, cached[1], "hit"
+        if cached is not None and snap_version <= cached[0] < version:
+            ws, since, how = cached[1], cached[0], "catch-up"
         else:
-            ws = self._fresh(worker)
-        for (payload,) in self.log.get():  # replay what came after the snapshot
-            ws.apply(pickle.loads(bytes(payload)))
-        return token, version, logged, ws, False
+            since, how = snap_version, "rebuild"
+            if self.snap.exists():
+                ws = pickle.loads(b"".join(bytes(c[0]) for c in self.snap.get()))
+            else:
+                ws = self._fresh(worker)
+        for v, payload in self.log.get():  # replay what this copy has not seen
+            if v >= since:
+                ws.apply(pickle.loads(bytes(payload)))
+        return meta, ws, how
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
         worker = int(key[0])
@@ -80,7 +92,7 @@ class WorkerProcessor(StatefulProcessor):
             yield pd.DataFrame(out, columns=COLUMNS)
             return
         t0 = time.perf_counter()
-        token, version, logged, ws, hit = self._load(worker)
+        (token, version, logged, snap_version), ws, how = self._load(worker)
         t1 = time.perf_counter()
         items = [it for p in payloads for it in pickle.loads(p)]
         out = ws.apply(items)
@@ -89,15 +101,15 @@ class WorkerProcessor(StatefulProcessor):
             blob = pickle.dumps(ws, protocol=5)
             self.snap.put([(blob[i:i + SNAP_CHUNK],) for i in range(0, len(blob), SNAP_CHUNK)])
             self.log.clear()
-            logged, snap_bytes = 0, len(blob)
+            logged, snap_version, snap_bytes = 0, version + 1, len(blob)
         else:
-            self.log.appendList([(p,) for p in payloads])
+            self.log.appendList([(version, p) for p in payloads])
             logged, snap_bytes = logged + len(payloads), None
-        self.meta.update((token, version + 1, logged))
+        self.meta.update((token, version + 1, logged, snap_version))
         _CACHE[(token, worker)] = (version + 1, ws)
         t3 = time.perf_counter()
         out.append(ws.stat_row(
-            items=len(items), cache_hit=hit, load_seconds=round(t1 - t0, 6),
+            items=len(items), cache=how, load_seconds=round(t1 - t0, 6),
             apply_seconds=round(t2 - t1, 6), state_seconds=round(t3 - t2, 6),
             ingest=float(pdf["ingest"].min()), log_entries=logged, snapshot_bytes=snap_bytes,
             routed_bytes=sum(len(p) for p in payloads)))

@@ -49,6 +49,7 @@ def merge(pdf: pd.DataFrame) -> dict[str, Any]:
         res = res.sort_values("reg", kind="stable").drop_duplicates(["reg"])
         out["results"] = res["line"].tolist()
     out["stats"] = [json.loads(x) for x in pdf.loc[pdf["kind"] == "stat", "line"]]
+    out["source"] = [json.loads(x) for x in pdf.loc[pdf["kind"] == "source", "line"]]
     meta = pdf.loc[pdf["kind"] == "meta", "line"].tolist()
     if meta:
         out["meta"] = json.loads(meta[-1])
@@ -66,7 +67,7 @@ def write_batch(out: Path, batch_id: int, merged: dict[str, Any], extra: dict | 
     if "results" in merged:
         _write_atomic(d / f"results-{name}.jsonl", "".join(x + "\n" for x in merged["results"]))
     info = {"batch": batch_id, "notifications": len(merged["notifications"]),
-            "workers": merged["stats"], **(extra or {})}
+            "workers": merged["stats"], "source": merged["source"], **(extra or {})}
     if "meta" in merged:
         info["meta"] = merged["meta"]
     _write_atomic(d / f"batch-{name}.json", json.dumps(info))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,7 +29,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from ..config import Space, Window
 from ..io.validate import MAX_LINE
-from .sequencer import Sequencer
+from .sequencer import DRIVER, Sequencer
 
 SCHEMA = "worker int, part int, payload binary, ingest double"
 _CHUNK = 1 << 16
@@ -160,12 +161,17 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             lines, _ = _read(self.path, {**start, "final": False}, end["line"] - start["line"])
         seqr = self._sequencer(start["line"])
         ingest = time.time()
+        t0 = time.perf_counter()
         rows = [(w, p, payload, ingest) for w, p, payload in seqr.feed(lines, end=end["final"])]
+        t1 = time.perf_counter()
+        blob = cloudpickle.dumps(seqr)
         tmp = self.checkpoint / f".{end['line']}.pkl.tmp"
-        with open(tmp, "wb") as f:
-            cloudpickle.dump(seqr, f)
+        tmp.write_bytes(blob)
         os.replace(tmp, self.checkpoint / f"{end['line']}.pkl")
         self._state = (end["line"], seqr)
+        timing = {"lines": len(lines), "sequence_seconds": round(t1 - t0, 6),
+                  "snapshot_seconds": round(time.perf_counter() - t1, 6), "snapshot_bytes": len(blob)}
+        rows.append((DRIVER, len(rows), pickle.dumps([("source", timing)]), ingest))
         by_worker: dict[int, list] = {}
         for r in rows:
             by_worker.setdefault(r[0], []).append(r)

@@ -19,7 +19,7 @@ from ..io.events import Match, Sub, Unsub
 from .sequencer import DRIVER, END
 
 # Output row: (worker, kind, seq, reg, sub, line). kind is "note", "match" (range
-# match, deduplicated across replicas), "result", "stat", "rejected" or "meta".
+# match, deduplicated across replicas), "result", "stat", "rejected", "meta" or "source".
 OUTPUT_SCHEMA = "worker int, kind string, seq long, reg long, sub string, line string"
 
 
@@ -74,6 +74,6 @@ def driver_rows(entries: list[tuple]) -> list[tuple]:
         if e[0] == "rejected":
             _, line, error, raw = e
             rows.append((DRIVER, "rejected", line, 0, "", _json({"line": line, "error": error, "raw": raw})))
-        else:
-            rows.append((DRIVER, "meta", 0, 0, "", _json(e[1])))
+        else:  # "meta" (run totals at the end) or "source" (the sequencer's own timing)
+            rows.append((DRIVER, e[0], 0, 0, "", _json(e[1])))
     return rows

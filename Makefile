@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/skpubsub demo --out $(DEMO_DIR)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -q
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .hypothesis

@@ -78,7 +78,7 @@ def simulate(stream, workers: int, partitioner: str, batch: int, index: str = "d
 @pytest.mark.parametrize("partitioner", sorted(PLANNERS))
 @pytest.mark.parametrize("workers", [1, 2, 3, 5])
 def test_pieces_equal_the_reference(partitioner: str, workers: int) -> None:
-    for seed in range(12):
+    for seed in range(8):
         s = random_stream(seed * 11 + workers)
         want = expected(s)
         got = simulate(s, workers, partitioner, batch=1 + seed * 5 % 23)

@@ -41,8 +41,12 @@ def cmd_run(a: argparse.Namespace) -> int:
     from .runner import run
 
     _check_run_flags(a)
-    if not Path(a.events).is_file():
+    from .spark.formats import is_tabular
+
+    if not (Path(a.events).is_file() or (is_tabular(a.events) and Path(a.events).is_dir())):
         raise UsageError(f"no such events file: {a.events}")
+    if is_tabular(a.events) and a.engine != "spark":
+        raise UsageError("CSV and Parquet event files are read by --engine spark; the local engine reads JSONL")
     params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
     if a.engine == "spark":
         from .spark.pipeline import run_spark
@@ -193,6 +197,21 @@ def cmd_bench_partition(a: argparse.Namespace) -> int:
                           max_events=a.max_events, warmup=not a.no_warmup)
 
 
+def cmd_bench_spark(a: argparse.Namespace) -> int:
+    """The Spark runtime against the local multi-worker runtime on one event file."""
+    from .bench.spark import bench_spark, format_report
+
+    a.engine = "spark"
+    _check_run_flags(a)
+    if not Path(a.events).is_file():
+        raise UsageError(f"no such events file: {a.events}")
+    rep = bench_spark(Path(a.events), Path(a.out), a.window, a.space, a.workers, a.partitioner or "hash",
+                      a.index, a.lines_per_batch, a.init_objects, a.master)
+    print(format_report(rep))
+    print(f"wrote {a.out}/spark.json and {a.out}/spark_batches.png")
+    return 0 if rep["same_files"] else 1
+
+
 def _add_bench_workload_args(p: argparse.ArgumentParser, kind: str, match: str) -> None:
     """An EVENTS file, or the workload both bench modes generate in memory (no churn by default)."""
     p.add_argument("events", nargs="?", default=None, help="event file (default: generate from --dataset)")
@@ -320,6 +339,22 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up run")
     b.set_defaults(func=cmd_bench)
     _add_bench_partition(sp)
+    q = sp.add_parser("bench-spark", prog="skpubsub bench spark",
+                      help="Spark runtime vs the local multi-worker runtime (same as `bench spark`)",
+                      description="Runs EVENTS on the local multi-worker runtime and then on Spark with the "
+                                  "same M, planner and index; checks the files are equal; reports objects/s, "
+                                  "each micro-batch split into sequencer, slowest worker, sink and Spark "
+                                  "overhead, latency, and state bytes per subscription.")
+    q.add_argument("events")
+    q.add_argument("--out", required=True)
+    q.add_argument("--window", default=_env("window", "none"))
+    q.add_argument("--space", default=_env("space", "-180,-90,180,90"))
+    q.add_argument("--workers", type=int, default=2)
+    q.add_argument("--partitioner", default="dkm")
+    q.add_argument("--index", default="dkm")
+    q.add_argument("--init-objects", type=int, default=1000)
+    _add_spark_args(q)
+    q.set_defaults(func=cmd_bench_spark)
 
     d = sp.add_parser("demo", help="generate a GeoNames workload and run it (make demo)")
     d.add_argument("--out", default="demo-out")
@@ -339,6 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:2] == ["bench", "partition"]:  # the planner mode of bench (an events file: ./partition)
         args = ["bench-partition", *args[2:]]
+    if args[:2] == ["bench", "spark"]:  # Spark against the local runtime (an events file: ./spark)
+        args = ["bench-spark", *args[2:]]
     a = parser().parse_args(args)
     try:
         if hasattr(a, "window"):

@@ -24,6 +24,7 @@ from ..config import Space, Window
 from ..io.events import Pub
 from ..io.validate import Invalid, parse_line, validate_record
 from ..partition.stats import Statistics
+from .formats import is_tabular, to_jsonl
 from .sink import assemble, merge, write_batch
 from .worker import OUTPUT_SCHEMA
 
@@ -75,6 +76,21 @@ def statistics(spark, path: str | Path, init_objects: int, window: Window, space
 
 
 # -- streaming -------------------------------------------------------------------------
+def partition_keys(spark, workers: int) -> list[int]:
+    """Grouping keys, one per worker and one for the driver rows (last), such that
+    worker ``w`` lands in shuffle partition ``w``: Spark partitions a group by
+    ``pmod(hash(key), partitions)``, and plain ids 0..M-1 can collide (two workers
+    in one task, run one after the other)."""
+    rows = spark.range(0, 64 * workers + 64).selectExpr("cast(id as int) as k") \
+        .selectExpr("k", f"pmod(hash(k), {workers}) as p").collect()
+    keys: list[int] = []
+    for w in range(workers):
+        keys.append(next(r.k for r in rows if r.p == w and r.k not in keys))
+    keys.append(next(r.k for r in rows if r.k not in keys))
+    return keys
+
+
+
 class _Progress:
     """A StreamingQueryListener keeping each micro-batch's progress (driver side)."""
 
@@ -128,7 +144,7 @@ def start_query(spark, source: Path, out: Path, checkpoint: Path, config: dict, 
         opts["linesPerSecond"] = str(lines_per_second)
     routed = spark.readStream.format("skpubsub").options(**opts).load()
     outputs = routed.groupBy("worker").transformWithStateInPandas(
-        WorkerProcessor(config["window"], config["space"], index, params, snapshot_every),
+        WorkerProcessor(config["window"], config["space"], index, params, snapshot_every, config["keys"]),
         OUTPUT_SCHEMA, "Append", "None")
 
     def sink(df, batch_id: int) -> None:
@@ -154,7 +170,8 @@ def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: 
         workers = [w for w in b["workers"] if "apply_seconds" in w]
         work = [w["load_seconds"] + w["apply_seconds"] + w["state_seconds"] for w in workers]
         src = b.get("source") or [{}]
-        seq_s = sum(x.get("sequence_seconds", 0.0) + x.get("snapshot_seconds", 0.0) for x in src)
+        seq_s = sum(x.get("restore_seconds", 0.0) + x.get("sequence_seconds", 0.0) + x.get("snapshot_seconds", 0.0)
+                    for x in src)
         p = by_id.get(b["batch"], {})
         total_ms = p.get("duration_ms", {}).get("triggerExecution")
         ours = seq_s + max(work, default=0.0) + b.get("sink_seconds", 0.0)
@@ -198,8 +215,10 @@ def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: 
 
 
 def _prepare(spark, source: Path, checkpoint: Path, config: dict, index: str, params: dict,
-             window: Window, space: Space) -> dict:
-    """Guard the checkpoint against another run's flags; statistics once (kept for restarts)."""
+             window: Window, space: Space) -> tuple[dict, Path]:
+    """Guard the checkpoint against another run's flags; convert a CSV/Parquet input
+    to JSON lines and compute the statistics, once (kept for restarts).
+    Returns the source config and the path the stream reads."""
     from pyspark import cloudpickle
 
     fp = _fingerprint(source, {**config, "index": index, "params": params})
@@ -208,13 +227,18 @@ def _prepare(spark, source: Path, checkpoint: Path, config: dict, index: str, pa
     if fp_file.exists() and json.loads(fp_file.read_text()) != fp:
         raise ValueError(f"checkpoint {checkpoint} belongs to another run; remove it or pick another --checkpoint")
     fp_file.write_text(json.dumps(fp))
+    if is_tabular(source):  # converted once, in order, to the JSON lines the source reads
+        converted = checkpoint / "input.jsonl"
+        if not converted.exists():
+            to_jsonl(spark, source, converted)
+        source = converted
     stats_file = checkpoint / "stats.pkl"
     if not stats_file.exists():
         st = statistics(spark, source, config["init_objects"], window, space)
         with open(stats_file.with_suffix(".tmp"), "wb") as f:
             cloudpickle.dump(st, f)
         os.replace(stats_file.with_suffix(".tmp"), stats_file)
-    return {**config, "stats": str(stats_file)}
+    return {**config, "stats": str(stats_file)}, source
 
 
 def _finish(out: Path, progress: _Progress, start: float, config: dict, index: str) -> dict:
@@ -260,7 +284,8 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     start = time.perf_counter()
     spark = spark or spark_session(master, workers)
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
-    config = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
+    config, source = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
+    config["keys"] = partition_keys(spark, workers)
     progress = _Progress()
     spark.streams.addListener(progress.listener)
     args = (spark, source, out, checkpoint, config, index, index_params, lines_per_batch, lines_per_second)

@@ -44,8 +44,12 @@ _CACHE: dict[tuple[str, int], tuple[int, WorkerState]] = {}
 
 class WorkerProcessor(StatefulProcessor):
     def __init__(self, window: str, space: str, index: str, params: dict | None = None,
-                 snapshot_every: int = 16) -> None:
+                 snapshot_every: int = 16, keys: list[int] | None = None) -> None:
         self.window, self.space, self.index = window, space, index
+        # grouping key -> worker id (the last key carries the driver rows)
+        self.worker_of = {k: w for w, k in enumerate(keys[:-1])} if keys else {}
+        if keys:
+            self.worker_of[keys[-1]] = DRIVER
         self.params = params or {}
         self.snapshot_every = snapshot_every
 
@@ -84,7 +88,7 @@ class WorkerProcessor(StatefulProcessor):
         return meta, ws, how
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
-        worker = int(key[0])
+        worker = self.worker_of.get(int(key[0]), int(key[0]))
         pdf = pd.concat(list(rows), ignore_index=True).sort_values("part", kind="stable")
         payloads = [bytes(p) for p in pdf["payload"]]
         if worker == DRIVER:

@@ -13,6 +13,8 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
     = ``workers`` (one state partition per worker), this Python for the Python workers.
 
     ``master`` defaults to ``$SKPUBSUB_MASTER`` or ``local[*]``. Starting takes 10-25 s.
+    In local mode the driver JVM runs the state store too: it gets
+    ``$SKPUBSUB_DRIVER_MEMORY`` (default 6g; engine snapshots pass through it).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -22,6 +24,7 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
     spark = (SparkSession.builder.master(master).appName(app)
              .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
              .config("spark.sql.shuffle.partitions", str(workers))
+             .config("spark.driver.memory", os.environ.get("SKPUBSUB_DRIVER_MEMORY", "6g"))
              .config("spark.sql.execution.arrow.pyspark.enabled", "true")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 BATCH_DIR = "batches"
@@ -35,11 +37,18 @@ def merge(pdf: pd.DataFrame) -> dict[str, Any]:
     workers is kept once. O(rows log rows).
     """
     out: dict[str, Any] = {}
-    notes = pdf[pdf["kind"].isin(["note", "match"])]
-    if len(notes):
-        notes = notes.sort_values(["seq", "reg"], kind="stable")
-        dup = (notes["kind"] == "match") & notes.duplicated(["seq", "reg", "kind"])
-        out["notifications"] = notes.loc[~dup, "line"].tolist()
+    lines: list[str] = []
+    parts: list[tuple] = []
+    for text, blob in zip(pdf.loc[pdf["kind"] == "notes", "line"], pdf.loc[pdf["kind"] == "notes", "blob"]):
+        lines += text.split("\n")
+        parts.append(pickle.loads(blob))
+    if parts:
+        seq, reg, match = (np.concatenate([p[i] for p in parts]) for i in range(3))
+        order = np.lexsort((reg, seq))  # stable: a worker's own order stays
+        seq, reg, match = seq[order], reg[order], match[order]
+        dup = np.zeros(len(order), bool)
+        dup[1:] = match[1:] & (seq[1:] == seq[:-1]) & (reg[1:] == reg[:-1])
+        out["notifications"] = [lines[i] for i in order[~dup]]
     else:
         out["notifications"] = []
     rej = pdf[pdf["kind"] == "rejected"].sort_values("seq", kind="stable")

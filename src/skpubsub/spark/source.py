@@ -9,9 +9,11 @@ source reads the lines itself and runs them through the :class:`Sequencer`.
 Offsets are ``{"file", "pos", "line", "final"}``: the file being read, the byte
 position in it, lines read so far, and whether the input is finished (an event
 file's end, or an ``availableNow`` run's target). ``final`` lives in the offset so
-that a replayed micro-batch repeats its end-of-input rows exactly. The
-sequencer's state after each batch is pickled to ``<checkpoint>/<line>.pkl``; a
-replayed batch restarts from the state at its start offset.
+that a replayed micro-batch repeats its end-of-input rows exactly. Every
+``snapshotEvery`` batches (and at every final one) the sequencer is pickled to
+``<checkpoint>/<line>.pkl`` with its offset; a replayed batch whose start state is
+not in memory loads the last snapshot before it and re-feeds the lines between
+(feeding is deterministic and does not depend on batch boundaries).
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.config = json.loads(options["config"])
         self.lines_per_batch = int(options.get("linesPerBatch", 10_000))
         self.rate = float(options["linesPerSecond"]) if options.get("linesPerSecond") else None
+        self.snapshot_every = int(options.get("snapshotEvery", 8))
+        self._since_snapshot = 0
         self.target: dict | None = None  # availableNow: finish at this offset
         self._pending: dict[tuple[int, int], list] = {}  # (start line, end line) -> lines read ahead
         self._state: tuple[int, Sequencer] | None = None  # (line offset, sequencer there)
@@ -138,40 +142,60 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     # -- batches ---------------------------------------------------------------------
-    def _sequencer(self, line: int) -> Sequencer:
-        if self._state is not None and self._state[0] == line:
-            seqr = self._state[1]
-        elif line == 0 and not (self.checkpoint / "0.pkl").exists():
-            c = self.config
-            stats = None
-            if c.get("stats"):
-                with open(c["stats"], "rb") as f:
-                    stats = cloudpickle.load(f)
-            seqr = Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), c["workers"],
-                             c["partitioner"], c["init_objects"], stats)
+    def _fresh(self) -> Sequencer:
+        c = self.config
+        stats = None
+        if c.get("stats"):
+            with open(c["stats"], "rb") as f:
+                stats = cloudpickle.load(f)
+        return Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), c["workers"],
+                         c["partitioner"], c["init_objects"], stats)
+
+    def _snapshots(self) -> list[int]:
+        return sorted(int(p.stem) for p in self.checkpoint.glob("*.pkl") if p.stem.isdigit())
+
+    def _sequencer(self, start: dict) -> Sequencer:
+        """The sequencer's state at ``start``: in memory, or the last snapshot before
+        it with the lines since re-fed (their rows were sent before: dropped)."""
+        state, self._state = self._state, None  # feed mutates it: never reuse a half-fed one
+        if state is not None and state[0] == start["line"]:
+            return state[1]
+        older = [n for n in self._snapshots() if n <= start["line"]]
+        if older:
+            with open(self.checkpoint / f"{older[-1]}.pkl", "rb") as f:
+                offset, seqr = cloudpickle.load(f)
         else:
-            with open(self.checkpoint / f"{line}.pkl", "rb") as f:
-                seqr = cloudpickle.load(f)
-        self._state = None  # feed mutates it: never reuse a half-fed sequencer
+            offset, seqr = self.initialOffset(), self._fresh()
+        if offset["line"] < start["line"]:
+            lines, _ = _read(self.path, {**offset, "final": False}, start["line"] - offset["line"])
+            seqr.feed(lines)
         return seqr
 
     def partitions(self, start: dict, end: dict) -> list[Rows]:
         lines = self._pending.pop((start["line"], end["line"]), None)
         if lines is None:  # a replayed batch: read its lines again
             lines, _ = _read(self.path, {**start, "final": False}, end["line"] - start["line"])
-        seqr = self._sequencer(start["line"])
-        ingest = time.time()
         t0 = time.perf_counter()
-        rows = [(w, p, payload, ingest) for w, p, payload in seqr.feed(lines, end=end["final"])]
+        seqr = self._sequencer(start)
+        ingest = time.time()
         t1 = time.perf_counter()
-        blob = cloudpickle.dumps(seqr)
-        tmp = self.checkpoint / f".{end['line']}.pkl.tmp"
-        tmp.write_bytes(blob)
-        os.replace(tmp, self.checkpoint / f"{end['line']}.pkl")
+        rows = [(w, p, payload, ingest) for w, p, payload in seqr.feed(lines, end=end["final"])]
+        t2 = time.perf_counter()
+        self._since_snapshot += 1
+        blob = b""
+        if end["final"] or self._since_snapshot >= self.snapshot_every:
+            blob = cloudpickle.dumps((end, seqr))
+            tmp = self.checkpoint / f".{end['line']}.pkl.tmp"
+            tmp.write_bytes(blob)
+            os.replace(tmp, self.checkpoint / f"{end['line']}.pkl")
+            self._since_snapshot = 0
         self._state = (end["line"], seqr)
-        timing = {"lines": len(lines), "sequence_seconds": round(t1 - t0, 6),
-                  "snapshot_seconds": round(time.perf_counter() - t1, 6), "snapshot_bytes": len(blob)}
+        timing = {"lines": len(lines), "restore_seconds": round(t1 - t0, 6), "sequence_seconds": round(t2 - t1, 6),
+                  "snapshot_seconds": round(time.perf_counter() - t2, 6), "snapshot_bytes": len(blob)}
         rows.append((DRIVER, len(rows), pickle.dumps([("source", timing)]), ingest))
+        keys = self.config.get("keys")
+        if keys:  # worker ids -> grouping keys that put each worker in its own partition
+            rows = [(keys[w] if w != DRIVER else keys[-1], p, payload, t) for w, p, payload, t in rows]
         by_worker: dict[int, list] = {}
         for r in rows:
             by_worker.setdefault(r[0], []).append(r)
@@ -181,9 +205,10 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from partition.rows
 
     def commit(self, end: dict) -> None:
-        for p in self.checkpoint.glob("*.pkl"):
-            if p.stem.isdigit() and int(p.stem) < end["line"]:
-                p.unlink(missing_ok=True)
+        """Keep the newest snapshot at or before ``end`` (a replay starts after it)."""
+        keep = [n for n in self._snapshots() if n <= end["line"]]
+        for n in keep[:-1]:
+            (self.checkpoint / f"{n}.pkl").unlink(missing_ok=True)
 
 
 class EventSource(DataSource):

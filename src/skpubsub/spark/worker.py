@@ -10,17 +10,23 @@ pickle is the snapshot kept in the state store.
 from __future__ import annotations
 
 import json
+import pickle
 import time
 from typing import Any
+
+import numpy as np
 
 from ..config import Space, Window
 from ..engine import make_engine
 from ..io.events import Match, Sub, Unsub
 from .sequencer import DRIVER, END
 
-# Output row: (worker, kind, seq, reg, sub, line). kind is "note", "match" (range
-# match, deduplicated across replicas), "result", "stat", "rejected", "meta" or "source".
-OUTPUT_SCHEMA = "worker int, kind string, seq long, reg long, sub string, line string"
+# Output row: (worker, kind, seq, reg, line, blob). kind is "notes" (all of a batch's
+# notifications of one worker in one row: ``line`` their JSON lines joined by "\n",
+# ``blob`` their (seq, reg, is range match) arrays), "result", "stat", "rejected",
+# "meta" or "source". One row for millions of notifications keeps Arrow's per-row
+# cost out of the way.
+OUTPUT_SCHEMA = "worker int, kind string, seq long, reg long, line string, blob binary"
 
 
 def _json(obj: Any) -> str:
@@ -37,11 +43,16 @@ class WorkerState:
         self.cpu_seconds = 0.0
 
     def apply(self, items: list[tuple[int, Any]]) -> list[tuple]:
-        """Apply routed ``(seq, item)`` pairs in order; returns notification and result rows."""
+        """Apply routed ``(seq, item)`` pairs in order; returns the packed notifications
+        row (if any) and result rows."""
         t0 = time.process_time()
         routed = [it for _, it in items if it != END]
         outs = iter(self.engine.apply_routed(routed))
         rows: list[tuple] = []
+        lines: list[str] = []
+        seqs: list[int] = []
+        regs: list[int] = []
+        match: list[bool] = []
         for seq, it in items:
             if it == END:
                 rows.extend(self._results())
@@ -50,20 +61,26 @@ class WorkerState:
             if isinstance(ev, Sub):
                 self.reg[ev.id] = ev.seq
             for n in next(outs):
-                rows.append((self.worker, "match" if isinstance(n, Match) else "note", seq,
-                             self.reg[n.sub], _json(n.sub), _json(n.to_json())))
+                lines.append(_json(n.to_json()))
+                seqs.append(seq)
+                regs.append(self.reg[n.sub])
+                match.append(isinstance(n, Match))
             if isinstance(ev, Unsub):
                 self.reg.pop(ev.id, None)
+        if lines:
+            blob = pickle.dumps((np.array(seqs, np.int64), np.array(regs, np.int64), np.array(match, bool)),
+                                protocol=5)
+            rows.insert(0, (self.worker, "notes", 0, 0, "\n".join(lines), blob))
         self.cpu_seconds = time.process_time() - t0
         return rows
 
     def stat_row(self, **extra: Any) -> tuple:
         """The per-batch load record of this worker (after ``apply``)."""
         stat = {"worker": self.worker, "cpu_seconds": round(self.cpu_seconds, 6), **self.engine.stats, **extra}
-        return (self.worker, "stat", 0, 0, "", _json(stat))
+        return (self.worker, "stat", 0, 0, _json(stat), None)
 
     def _results(self) -> list[tuple]:
-        return [(self.worker, "result", 0, self.reg[sid], _json(sid), _json({"id": sid, "results": ids}))
+        return [(self.worker, "result", 0, self.reg[sid], _json({"id": sid, "results": ids}), None)
                 for sid, ids in self.engine.all_results()]
 
 
@@ -73,7 +90,7 @@ def driver_rows(entries: list[tuple]) -> list[tuple]:
     for e in entries:
         if e[0] == "rejected":
             _, line, error, raw = e
-            rows.append((DRIVER, "rejected", line, 0, "", _json({"line": line, "error": error, "raw": raw})))
+            rows.append((DRIVER, "rejected", line, 0, _json({"line": line, "error": error, "raw": raw}), None))
         else:  # "meta" (run totals at the end) or "source" (the sequencer's own timing)
-            rows.append((DRIVER, e[0], 0, 0, "", _json(e[1])))
+            rows.append((DRIVER, e[0], 0, 0, _json(e[1]), None))
     return rows

@@ -80,6 +80,7 @@ def test_run_on_spark_equals_the_reference(spark, tmp_path: Path, partitioner: s
     assert len(m["batches"]) >= min(len(s.events) // batch, 3)
     b = m["batches"][-1]
     assert b["duration_seconds"] is not None and b["worker_seconds"] and b["state_rows"] > 0
+    assert (tmp_path / "spark" / "metrics.png").stat().st_size > 0
 
 
 def test_statistics_by_spark_equal_the_head_statistics(spark, tmp_path: Path) -> None:

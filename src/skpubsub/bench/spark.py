@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Space, Window
+from ..spark.plots import plot_batches
 
 FILES = ("results.jsonl", "notifications.jsonl", "rejected.jsonl")
 
@@ -89,38 +90,9 @@ def bench_spark(events: Path, out: Path, window: Window, space: Space, workers: 
     rep["spark_vs_local"] = round(rep["spark"]["objects_per_second_wall"] / rep["local"]["objects_per_second"], 3) \
         if rep["spark"]["objects_per_second_wall"] else None
     (out / "spark.json").write_text(json.dumps({**rep, "spark_batches": batches}, indent=2) + "\n")
-    plot_batches(batches, out / "spark_batches.png", rep)
+    plot_batches(batches, out / "spark_batches.png",
+                 f"{rep['workers']} workers, {rep['partitioner']}, {rep['lines_per_batch']} lines/batch")
     return rep
-
-
-def plot_batches(batches: list[dict], path: Path, rep: dict) -> Path:
-    """Stacked per-batch time: sequencer, slowest worker, sink, Spark overhead; latency line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    xs = [b["batch"] for b in batches]
-    parts = [("sequencer", [b["sequencer_seconds"] for b in batches]),
-             ("slowest worker", [max(b["worker_seconds"], default=0.0) for b in batches]),
-             ("sink", [b["sink_seconds"] or 0.0 for b in batches]),
-             ("Spark overhead", [max(b["spark_overhead_seconds"] or 0.0, 0.0) for b in batches])]
-    fig, ax = plt.subplots(figsize=(8, 4))
-    bottom = [0.0] * len(xs)
-    for name, ys in parts:
-        ax.bar(xs, ys, bottom=bottom, label=name)
-        bottom = [a + b for a, b in zip(bottom, ys)]
-    lat = [b["latency_seconds"] for b in batches]
-    ax.plot(xs, [x if x is not None else float("nan") for x in lat], "k.-", label="end-to-end latency")
-    ax.set_xlabel("micro-batch")
-    ax.set_ylabel("seconds")
-    ax.set_title(f"Spark runtime per micro-batch — {rep['workers']} workers, {rep['partitioner']}, "
-                 f"{rep['lines_per_batch']} lines/batch", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 def format_report(rep: dict) -> str:

@@ -247,6 +247,11 @@ def _finish(out: Path, progress: _Progress, start: float, config: dict, index: s
     with open(out / "metrics.json", "w", encoding="utf-8") as f:
         json.dump(metrics, f, indent=2)
         f.write("\n")
+    if metrics["batches"]:
+        from .plots import plot_batches
+
+        plot_batches(metrics["batches"], out / "metrics.png",
+                     f"{config['workers']} workers, {config['partitioner']}, index {index}")
     return metrics
 
 

@@ -131,8 +131,8 @@ def test_unknown_names_are_errors_listing_the_known_ones(tmp_path: Path, capsys)
     assert "unknown partitioner 'nope'" in err and "dkm" in err
     assert main(["run", str(src), "--out", str(tmp_path / "o"), "--window", "count:0"]) == 2
     assert "bad window" in capsys.readouterr().err
-    assert main(["run", str(src), "--out", str(tmp_path / "o"), "--engine", "spark"]) == 2
-    assert "not yet" in capsys.readouterr().err
+    assert main(["run", str(src), "--out", str(tmp_path / "o"), "--engine", "storm"]) == 2
+    assert "unknown engine 'storm'; known: local, spark" in capsys.readouterr().err
 
 
 def test_console_script_runs_in_a_fresh_process(tmp_path: Path) -> None:

@@ -83,6 +83,16 @@ def test_run_on_spark_equals_the_reference(spark, tmp_path: Path, partitioner: s
     assert (tmp_path / "spark" / "metrics.png").stat().st_size > 0
 
 
+def test_a_checkpoint_refuses_another_runs_flags(spark, tmp_path: Path) -> None:
+    from skpubsub.spark.pipeline import run_spark
+
+    s = random_stream(3, n_events=30, windows=("none",))
+    events = _write(tmp_path / "events.jsonl", s)
+    run_spark(events, tmp_path / "out", window="none", space=s.space, workers=2, spark=spark, init_objects=3)
+    with pytest.raises(ValueError, match="belongs to another run"):
+        run_spark(events, tmp_path / "out", window="count:5", space=s.space, workers=2, spark=spark)
+
+
 def test_statistics_by_spark_equal_the_head_statistics(spark, tmp_path: Path) -> None:
     """O_init statistics merged from Spark partitions = one pass over the head."""
     from skpubsub.io.validate import Gate

@@ -20,7 +20,7 @@ import numpy as np
 
 from .config import Space, Window
 from .index import INDEXES
-from .io.events import RANGE, Backfill, Change, Event, Match, Notification, Pub, Sub, Tick, Unsub
+from .io.events import RANGE, Adopt, Backfill, Change, Drop, Event, Match, Notification, Pub, Sub, Tick, Unsub
 from .results.kbest import insert_newest, remove, replace, threshold
 from .store.objects import AliveStore, ObjectTable
 from .subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
@@ -122,6 +122,11 @@ class Engine:
                 self.stats["objects"] -= 1  # not a publication here
                 self.alive.add(o, self.objs.keywords(o).tolist())
                 self._alive_by_seq[ev.pub.seq] = o
+            elif isinstance(ev, Drop):
+                self._drop(self.subs.slot_of[ev.id])
+                self._free_unreferenced()
+            elif isinstance(ev, Adopt):
+                self._adopt(ev)
             else:
                 out[i] = self._apply(ev, expire=expire)
             i += 1
@@ -148,11 +153,53 @@ class Engine:
         elif isinstance(ev, Unsub):
             self._drop(self.subs.slot_of[ev.id])
         out = self._notifications(ev.t)
+        self._free_unreferenced()
+        return out
+
+    def _free_unreferenced(self) -> None:
         for o in self._unref:
             if self.objs.cols.refs[o] == 0 and not self.objs.cols.alive[o]:
                 self.objs.free(o)
         self._unref.clear()
-        return out
+
+    # -- migration (the rebalancer moves subscriptions between workers) -----------------
+    def export(self, sub_id: Any) -> tuple[Pub, ...]:
+        """The objects of ``sub_id``'s result, as events another engine can adopt. O(k)."""
+        s = self.subs.slot_of[sub_id]
+        if self.subs.cols.kind[s] == K_RANGE:
+            return ()
+        oc, words = self.objs.cols, self.vocab.words
+        return tuple(Pub(int(oc.seq[o]), self.objs.ids[o], 0, float(oc.x[o]), float(oc.y[o]),
+                         tuple(words[w] for w in self.objs.keywords(o).tolist()))
+                     for o in self.subs.result(s).tolist())
+
+    def _adopt(self, ev: Adopt) -> None:
+        """Install a migrated subscription with its results; no notification. Under a
+        retaining window the result is a function of the alive objects (recomputed);
+        under ``none`` the result objects come along (``held``), offered oldest first."""
+        sub = ev.sub
+        s = self.subs.add(sub, self.vocab.ids(sub.keywords))
+        if sub.kind != RANGE:
+            if self.window.retains:
+                self._refill(s)
+            else:
+                one = np.array([s], dtype=np.int64)
+                for pub in sorted(ev.held, key=lambda p: p.seq):
+                    o = self._add_object(pub)
+                    self.stats["objects"] -= 1  # not a publication here
+                    kw_arr = self.objs.keywords(o)
+                    if len(self._mark) < len(self.vocab):
+                        self._mark = np.zeros(2 * len(self.vocab), dtype=np.bool_)
+                    self._mark[kw_arr] = True
+                    self._verify(o, pub.x, pub.y, kw_arr, one)
+                    self._mark[kw_arr] = False
+                    self._unref.add(o)
+        self.index.insert(s)
+        if sub.expires is not None:
+            heapq.heappush(self._sub_expiry, (sub.expires, sub.seq, s))
+        self._old.clear()  # silent: its subscriber saw these results already
+        self._matches.clear()
+        self._free_unreferenced()
 
     def _touch(self, s: int) -> None:
         """Remember a result before its first change in this event (for the net diff)."""

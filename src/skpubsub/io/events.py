@@ -69,6 +69,23 @@ class Backfill:
     pub: Pub
 
 
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Runtime-internal: subscription ``id`` leaves this worker (migrated away); silent."""
+
+    id: Id
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """Runtime-internal: a migrated subscription joins this worker, silently, with the
+    results it had: recomputed from the alive objects under a retaining window (which
+    the dispatcher backfilled), else rebuilt from ``held``, the objects of its result."""
+
+    sub: Sub
+    held: tuple[Pub, ...] = ()
+
+
 Event = Union[Pub, Sub, Unsub]
 
 

@@ -105,17 +105,7 @@ class _Progress:
                 pass
 
             def onQueryProgress(self, event) -> None:
-                p = event.progress
-                ops = p.stateOperators or []
-                batches.append({
-                    "batch": p.batchId,
-                    "input_rows": p.numInputRows,
-                    "duration_ms": dict(p.durationMs),
-                    "state_rows": sum(o.numRowsTotal for o in ops),
-                    "state_memory_bytes": sum(o.memoryUsedBytes for o in ops),
-                    "state_custom": {k: v for o in ops for k, v in (o.customMetrics or {}).items()
-                                     if "rocksdb" in k.lower() and ("bytes" in k.lower() or "size" in k.lower())},
-                })
+                batches.append(_progress_record(event.progress))
 
             def onQueryIdle(self, event) -> None:
                 pass
@@ -124,6 +114,27 @@ class _Progress:
                 pass
 
         self.listener = Listener()
+
+    def absorb(self, query) -> None:
+        """Progress the listener has not delivered yet (it runs asynchronously)."""
+        seen = {(b["run"], b["batch"]) for b in self.batches}
+        for p in query.recentProgress:
+            if (str(p.runId), p.batchId) not in seen:
+                self.batches.append(_progress_record(p))
+
+
+def _progress_record(p) -> dict:
+    ops = p.stateOperators or []
+    return {
+        "run": str(p.runId),
+        "batch": p.batchId,
+        "input_rows": p.numInputRows,
+        "duration_ms": dict(p.durationMs),
+        "state_rows": sum(o.numRowsTotal for o in ops),
+        "state_memory_bytes": sum(o.memoryUsedBytes for o in ops),
+        "state_custom": {k: v for o in ops for k, v in (o.customMetrics or {}).items()
+                         if "rocksdb" in k.lower() and ("bytes" in k.lower() or "size" in k.lower())},
+    }
 
 
 def _fingerprint(path: Path, config: dict) -> dict:
@@ -242,7 +253,6 @@ def _prepare(spark, source: Path, checkpoint: Path, config: dict, index: str, pa
 
 
 def _finish(out: Path, progress: _Progress, start: float, config: dict, index: str) -> dict:
-    time.sleep(0.2)  # the listener's last progress event arrives asynchronously
     metrics = _metrics(out, progress.batches, time.perf_counter() - start, config, index)
     with open(out / "metrics.json", "w", encoding="utf-8") as f:
         json.dump(metrics, f, indent=2)
@@ -303,8 +313,10 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
                 pass
             finally:
                 q.stop()
+                progress.absorb(q)
         q = start_query(*args, once=True, snapshot_every=snapshot_every)  # the rest, then results
         q.awaitTermination()
+        progress.absorb(q)
     finally:
         spark.streams.removeListener(progress.listener)
     return _finish(out, progress, start, config, index)

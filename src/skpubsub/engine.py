@@ -178,6 +178,8 @@ class Engine:
         retaining window the result is a function of the alive objects (recomputed);
         under ``none`` the result objects come along (``held``), offered oldest first."""
         sub = ev.sub
+        if ev.now is not None:
+            self._expire_subs(float(ev.now))  # an expired one may still hold the id here
         s = self.subs.add(sub, self.vocab.ids(sub.keywords))
         if sub.kind != RANGE:
             if self.window.retains:

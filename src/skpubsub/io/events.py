@@ -80,10 +80,12 @@ class Drop:
 class Adopt:
     """Runtime-internal: a migrated subscription joins this worker, silently, with the
     results it had: recomputed from the alive objects under a retaining window (which
-    the dispatcher backfilled), else rebuilt from ``held``, the objects of its result."""
+    the dispatcher backfilled), else rebuilt from ``held``, the objects of its result.
+    ``now``: the stream's time (expiries due by then happen first, as for any event)."""
 
     sub: Sub
     held: tuple[Pub, ...] = ()
+    now: Time | None = None
 
 
 Event = Union[Pub, Sub, Unsub]

@@ -28,6 +28,9 @@ class Plan(Protocol):
     def remove(self, sub_id: Any) -> None:
         """``sub_id`` ended: forget its load."""
 
+    def move(self, sub_id: Any, workers: tuple[int, ...]) -> None:
+        """``sub_id`` migrated to ``workers`` (dynamic load adjustment)."""
+
     def loads(self) -> list[float]:
         """Estimated cost per worker under the planner's own cost model."""
 

@@ -73,6 +73,16 @@ class AssignedPlan:
         for w in ws:
             self._loads[w] -= cost / len(ws)
 
+    def move(self, sub_id: Any, workers: tuple[int, ...]) -> None:
+        """``sub_id`` now lives on ``workers`` (a migration); its cost goes along."""
+        cost = self._cost.get(sub_id, 1.0)
+        for w in self._where.get(sub_id, ()):
+            self._loads[w] -= cost / len(self._where[sub_id])
+        self._where[sub_id] = workers
+        self._cost[sub_id] = cost
+        for w in workers:
+            self._loads[w] += cost / len(workers)
+
     def loads(self) -> list[float]:
         return list(self._loads)
 

@@ -178,6 +178,10 @@ class DSkypePlan(AssignedPlan):
             self._loads[w] += cost / len(new)
         self._route(sid, new, +1)
 
+    def move(self, sub_id: Any, workers: tuple[int, ...]) -> None:
+        if sub_id in self._where:
+            self._move(sub_id, workers, self._cost.get(sub_id, 1.0))
+
     def where(self, sub_id: Any) -> tuple[int, ...] | None:
         return self._where.get(sub_id)
 
@@ -1026,6 +1030,15 @@ class PrefixPlan(DSkypePlan):
             return
         self._pref_route(self._prefix.pop(sub_id), ws, -1)
         super().remove(sub_id)
+
+    def move(self, sub_id: Any, workers: tuple[int, ...]) -> None:
+        ws = self._where.get(sub_id)
+        if ws is None:
+            return
+        pref = self._prefix[sub_id]
+        self._pref_route(pref, ws, -1)
+        super().move(sub_id, workers)
+        self._pref_route(pref, workers, +1)
 
     def observe_kscore(self, sub_id: Any, kscore: float) -> tuple[int, ...] | None:
         """Lazy reallocation (Section 7.3.4): ``kScore(s)`` changed at run time.  The loose prefix

@@ -780,6 +780,20 @@ class PS2Plan(AssignedPlan):
         for w, c in zip(ws, self._wcost.pop(sub_id, ())):
             self._loads[w] -= c
 
+    def move(self, sub_id: Any, workers: tuple[int, ...]) -> None:
+        """A migration: the subscription's Def. 1 cost goes along to ``workers``."""
+        old = self._where.get(sub_id)
+        if old is None:
+            return
+        costs = self._wcost.get(sub_id, ())
+        for w, c in zip(old, costs):
+            self._loads[w] -= c
+        total = sum(costs)
+        self._where[sub_id] = workers
+        self._wcost[sub_id] = tuple(total / len(workers) for _ in workers)
+        for w, c in zip(workers, self._wcost[sub_id]):
+            self._loads[w] += c
+
     def describe(self) -> dict:
         return {"partitioner": self.name, "workers": self.m, "loads": self.loads(), **self.info}
 

@@ -51,6 +51,10 @@ class Dispatcher:
         self.object_messages = 0
         self.replicas = 0
         self.changes: list[tuple[Any, int | None, int | None]] = []  # (id, old, new position)
+        self.subs: dict[Any, Sub] = {}  # active sub id -> its event (a migration re-sends it)
+        self.old_plan: Plan | None = None  # global repartitioning: the plan old subscriptions follow
+        self.old_ids: set[Any] = set()
+        self.observer: Any = None  # called with each routed object (the rebalancer's statistics)
 
     # -- subscriptions -------------------------------------------------------------
     def _routing_keywords(self, sub: Sub) -> tuple[str, ...]:
@@ -61,6 +65,7 @@ class Dispatcher:
     def _register(self, sub: Sub, workers: tuple[int, ...]) -> None:
         self.changes.append((sub.id, self._seq.get(sub.id), sub.seq))
         self.where[sub.id] = workers
+        self.subs[sub.id] = sub
         self._seq[sub.id] = sub.seq
         keys = self._routing_keywords(sub)
         self._keys[sub.id] = keys
@@ -76,6 +81,7 @@ class Dispatcher:
         self.changes.append((sub_id, self._seq.get(sub_id), None))
         workers = self.where.pop(sub_id)
         del self._seq[sub_id]
+        del self.subs[sub_id]
         for w in self._keys.pop(sub_id):
             c = self.kw_workers[w]
             for wk in workers:
@@ -85,8 +91,44 @@ class Dispatcher:
             if not c:
                 del self.kw_workers[w]
         self.replicas -= len(workers)
-        self.plan.remove(sub_id)
+        self._plan_of(sub_id).remove(sub_id)
+        self.old_ids.discard(sub_id)
         return workers
+
+    def _plan_of(self, sub_id: Any) -> Plan:
+        return self.old_plan if self.old_plan is not None and sub_id in self.old_ids else self.plan
+
+    # -- migration and repartitioning (runtime/rebalance.py decides) ------------------------
+    def move(self, sub_id: Any, dst: int) -> list[Item]:
+        """Re-place active ``sub_id`` on worker ``dst`` alone: routing and plan bookkeeping;
+        returns the backfill ``dst`` needs first (alive objects it lacks). O(keywords +
+        alive objects sharing them)."""
+        sub, old = self.subs[sub_id], self.where[sub_id]
+        for w in self._keys[sub_id]:
+            c = self.kw_workers[w]
+            for wk in old:
+                c[wk] -= 1
+                if not c[wk]:
+                    del c[wk]
+            c[dst] += 1
+        self.where[sub_id] = (dst,)
+        self.replicas += 1 - len(old)
+        self._plan_of(sub_id).move(sub_id, (dst,))
+        if self.window.retains and sub.kind != "range":
+            return self._backfill(sub, (dst,)).get(dst, [])
+        return []
+
+    def replan(self, plan: Plan) -> None:
+        """New subscriptions follow ``plan``; the active ones stay under the old plan."""
+        self.old_plan, self.plan = self.plan, plan
+        self.old_ids = set(self.where)
+
+    def finish_replan(self) -> None:
+        """The old subscriptions have drained (or moved): forget the old plan."""
+        for sid in self.old_ids:
+            if sid in self.where:
+                self.plan.move(sid, self.where[sid])
+        self.old_plan, self.old_ids = None, set()
 
     def seq_of(self, sub_id: Any) -> int | None:
         return self._seq.get(sub_id)
@@ -146,6 +188,8 @@ class Dispatcher:
                 if c:
                     found.update(c)
             targets = tuple(sorted(found))
+            if self.observer is not None:
+                self.observer(ev)
             self.objects += 1
             self.object_messages += len(targets)
             if self.window.retains:

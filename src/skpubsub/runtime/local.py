@@ -15,9 +15,16 @@ from typing import Any
 
 from ..config import Space, Window
 from ..engine import make_engine
-from ..io.events import Match, Notification, Pub
+from ..io.events import Adopt, Drop, Match, Notification, Pub
 from ..partition.base import Plan
 from .dispatcher import Dispatcher
+
+
+def _export(engine, ids: list) -> dict:
+    """Hand subscriptions over: their result objects, then drop them here (silently)."""
+    held = {sid: engine.export(sid) for sid in ids}
+    engine.apply_routed([(Drop(sid), ()) for sid in ids])
+    return held
 
 
 def _worker_main(conn, window: Window, space: Space, index: str, params: dict) -> None:
@@ -29,6 +36,8 @@ def _worker_main(conn, window: Window, space: Space, index: str, params: dict) -
             t0 = time.process_time()
             out = engine.apply_routed(msg[1])
             conn.send((out, time.process_time() - t0))
+        elif msg[0] == "export":
+            conn.send(_export(engine, msg[1]))
         elif msg[0] == "results":
             conn.send(engine.all_results())
         elif msg[0] == "stats":
@@ -50,6 +59,8 @@ class _InProcess:
             t0 = time.process_time()
             out = self.engine.apply_routed(msg[1])
             self._reply = (out, time.process_time() - t0)
+        elif msg[0] == "export":
+            self._reply = _export(self.engine, msg[1])
         elif msg[0] == "results":
             self._reply = self.engine.all_results()
         elif msg[0] == "stats":
@@ -72,7 +83,7 @@ class LocalCluster:
 
     def __init__(self, plan: Plan, window: Window | str = "none", space: Space | None = None,
                  index: str = "dkm", processes: bool = True, rarity: dict[str, int] | None = None,
-                 **params: Any) -> None:
+                 rebalancer: Any = None, **params: Any) -> None:
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
         self.dispatcher = Dispatcher(plan, self.window, rarity)
@@ -93,6 +104,10 @@ class LocalCluster:
         self.batches: list[dict] = []  # per micro-batch load metrics
         self.last_t: Any = None
         self.last_seq = 0
+        self.rebalancer = rebalancer  # runtime/rebalance.py: dynamic load adjustment
+        self.migrated = 0
+        if rebalancer is not None:
+            self.dispatcher.observer = rebalancer.observe
 
     def apply(self, events: Sequence[Any]) -> list[Notification]:
         """One micro-batch: route, apply on all workers in parallel, merge."""
@@ -148,7 +163,35 @@ class LocalCluster:
             "balance_seconds": round(max(cpu) - min(cpu), 6) if cpu else 0.0,
             "messages": sum(len(s) for s in shares),
         })
+        if self.rebalancer is not None:
+            self.batches[-1]["adjustments"] = self.rebalancer.after_batch(cpu, self)
         return merged
+
+    def migrate(self, ids: Sequence[Any], dst: int) -> None:
+        """Move active subscriptions to worker ``dst``, results and all (between batches):
+        each source exports and drops them, the dispatcher re-routes, ``dst`` gets the
+        alive objects it lacks and adopts them. Exact: no notification is sent."""
+        d = self.dispatcher
+        by_src: dict[int, list] = {}
+        for sid in ids:
+            ws = d.where[sid]
+            if len(ws) == 1 and ws[0] != dst:
+                by_src.setdefault(ws[0], []).append(sid)
+        if not by_src:
+            return
+        for src, lst in by_src.items():
+            self._conns[src].send(("export", lst))
+        held: dict = {}
+        for src in by_src:
+            held.update(self._conns[src].recv())
+        items: list = []
+        for lst in by_src.values():
+            for sid in lst:
+                items += d.move(sid, dst)
+                items.append((Adopt(d.subs[sid], () if self.window.retains else held[sid], self.last_t), ()))
+        self._conns[dst].send(("batch", items))
+        self._conns[dst].recv()
+        self.migrated += sum(len(v) for v in by_src.values())
 
     def results(self) -> list[tuple[Any, list[Any]]]:
         """Final results of every active kNN/top-k subscription, in registration order."""

@@ -93,6 +93,7 @@ class Rebalancer:
         self.batches = 0
         self.cpu: list[float] = []
         self.log: list[dict] = []  # one record per adjustment
+        self.checks: list[tuple[int, list[float]]] = []  # (batch, worker loads) at each local check
 
     def _reset(self) -> None:
         self.region_count: Counter = Counter()
@@ -189,6 +190,7 @@ class Rebalancer:
     def _local(self, cluster: Any) -> list[dict]:
         d = cluster.dispatcher
         loads = self.worker_loads(d, cluster.m)
+        self.checks.append((self.batches, loads))
         if cluster.m < 2 or not _violated(loads, self.sigma):
             return []
         wo = max(range(cluster.m), key=lambda w: (loads[w], -w))
@@ -197,6 +199,9 @@ class Rebalancer:
         total_o = sum(c.load for c in cells_o.values())
         if total_o <= 0:
             return []
+        # The gap between w_o and w_l in Def. 3 units (measured CPU seconds are scaled by
+        # w_o's cells). Moving load X helps the pair only while X < gap; tau = gap / 2.
+        gap = (loads[wo] - loads[wl]) * (total_o / loads[wo] if self.measure == "cpu" else 1.0)
         record: dict = {"batch": self.batches, "from": wo, "to": wl, "loads_before": [round(x, 6) for x in loads],
                         "phase1": [], "phase2": []}
         moved: list[Any] = []
@@ -204,22 +209,26 @@ class Rebalancer:
         cells_l = self.cells(d, wl)
         for c in sorted(cells_o.values(), key=lambda c: -c.load)[:self.p]:
             region = c.key[:2]
-            if c.key[2] == -1 and len(c.keywords) > 1:
+            if len(c.keywords) > 1:  # text-partition the cell (or its keyword group) in two
                 g1, g2 = self._split(region, c)
                 s1 = [sid for sid in c.subs if min(d._keys[sid]) in g1]
                 s2 = [sid for sid in c.subs if min(d._keys[sid]) not in g1]
-                if not s1 or not s2:
-                    continue
-                l1 = self.n_objects(region, _kw(d, s1)) * len(s1)
-                l2 = self.n_objects(region, _kw(d, s2)) * len(s2)
-                if l1 + l2 < c.load:
-                    self.groups[region] = [g1, g2]
+                if s1 and s2:
+                    l1 = self.n_objects(region, _kw(d, s1)) * len(s1)
+                    l2 = self.n_objects(region, _kw(d, s2)) * len(s2)
                     small = min((s1, s2), key=lambda s: sum(4 + len(d.subs[i].keywords) + d.subs[i].k for i in s))
-                    moved += small
-                    record["phase1"].append({"split": list(region), "moved": len(small)})
-            elif c.key[2] >= 0:
-                other = [o for o in cells_l.values() if o.key[:2] == region]
-                for o in other:
+                    if l1 + l2 < c.load and (l1 if small is s1 else l2) < gap:
+                        groups = self.groups.setdefault(region, [])
+                        if c.key[2] == -1:
+                            groups[:] = [g1, g2]
+                        else:
+                            groups[c.key[2]] = g1
+                            groups.append(g2)
+                        moved += small
+                        record["phase1"].append({"split": list(region), "moved": len(small)})
+                        continue
+            if c.key[2] >= 0:  # merge a keyword group into w_l's group of the same region
+                for o in (o for o in cells_l.values() if o.key[:2] == region):
                     merged = self.n_objects(region, c.keywords | o.keywords) * (len(c.subs) + len(o.subs))
                     if merged < c.load + o.load:
                         moved += c.subs
@@ -227,14 +236,16 @@ class Rebalancer:
                         break
         if moved:
             cluster.migrate(moved, wl)
-            loads = self.worker_loads(d, cluster.m) if self.measure == "model" else loads
             cells_o = self.cells(d, wo)
-        # Phase II: the Minimum Cost Migration (Definition 4).
-        if _violated(loads, self.sigma) or (self.measure == "cpu" and not moved):
-            total_o = sum(c.load for c in cells_o.values())
-            gap = (loads[wo] - loads[wl]) / 2
-            tau = gap if self.measure == "model" else total_o * gap / loads[wo] if loads[wo] > 0 else 0.0
-            cand = [c for c in cells_o.values() if c.load > 0]
+        # Phase II: the Minimum Cost Migration (Definition 4). Measured CPU loads judge
+        # Phase I's moves only in the next period; the model judges them at once.
+        if moved and self.measure == "model":
+            loads = self.worker_loads(d, cluster.m)
+            gap = loads[wo] - loads[wl]
+        if _violated(loads, self.sigma) and not (moved and self.measure == "cpu"):
+            tau = gap / 2
+            # a cell carrying the whole gap or more only swaps the roles: it never helps
+            cand = [c for c in cells_o.values() if 0 < c.load < gap]
             chosen = greedy_migration(cand, tau) if self.algorithm == "gr" else dp_migration(cand, tau)
             ids = [sid for c in chosen for sid in c.subs]
             if ids:

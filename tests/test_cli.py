@@ -167,3 +167,19 @@ def test_run_with_workers_writes_the_single_engine_files(tmp_path: Path, partiti
     m = json.loads((multi / "metrics.json").read_text())
     assert m["workers"] == 3 and m["partitioner"] == partitioner
     assert m["batches"] and all(len(b["worker_cpu_seconds"]) == 3 for b in m["batches"])
+
+
+@pytest.mark.slow
+def test_run_with_rebalancing_writes_the_single_engine_files(tmp_path: Path) -> None:
+    """--rebalance moves subscriptions between worker processes; the files stay the same."""
+    from skpubsub.testing.streams import random_stream
+
+    s = random_stream(9, n_events=300, windows=("count",))
+    lines = [json.dumps(r).encode() for r in s.events]
+    flags = ["--window", s.window] + (["--space", str(s.space)] if s.space else [])
+    single = _run(tmp_path, "single", lines, *flags, "--index", "reference")
+    multi = _run(tmp_path, "multi", lines, *flags, "--workers", "3", "--partitioner", "hash", "--init-objects",
+                 "5", "--batch", "8", "--rebalance", "--sigma", "1.05", "--rebalance-period", "1")
+    assert _read(multi) == _read(single)
+    m = json.loads((multi / "metrics.json").read_text())
+    assert m["adjustments"] and m["migrated_subscriptions"] > 0  # CPU loads of 3 workers differ by > 5 %

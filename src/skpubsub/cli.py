@@ -33,6 +33,8 @@ def _check_run_flags(a: argparse.Namespace) -> None:
         raise UsageError(f"unknown engine {a.engine!r}; known: local, spark")
     if a.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {a.workers}")
+    if getattr(a, "batch", 1) < 1:
+        raise UsageError(f"--batch must be >= 1, got {a.batch}")
     if a.workers > 1 and a.partitioner is None:
         a.partitioner = "hash"
 
@@ -55,8 +57,15 @@ def cmd_run(a: argparse.Namespace) -> int:
                       partitioner=a.partitioner, init_objects=a.init_objects, lines_per_batch=a.lines_per_batch,
                       master=a.master, checkpoint=a.checkpoint, **params)
     else:
+        rebalance = None
+        if a.rebalance:
+            if a.partitioner is None:
+                raise UsageError("--rebalance needs --workers M (and optionally --partitioner)")
+            rebalance = {"sigma": a.sigma, "period": a.rebalance_period, "algorithm": a.migration,
+                         "global_period": a.global_period}
         m = run(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
-                partitioner=a.partitioner, init_objects=a.init_objects, **params)
+                partitioner=a.partitioner, init_objects=a.init_objects, rebalance=rebalance, batch_size=a.batch,
+                **params)
     print(_summary(m, a.out))
     return 0
 
@@ -286,6 +295,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--grid", type=int, default=None, help="grid cells per side (grid index)")
     r.add_argument("--init-objects", type=int, default=1000,
                    help="objects read before planning (O_init), with --partitioner")
+    r.add_argument("--batch", type=int, default=2048, help="events per micro-batch (local engine)")
+    r.add_argument("--rebalance", action="store_true",
+                   help="dynamic load adjustment between micro-batches (PS2Stream V; local engine)")
+    r.add_argument("--sigma", type=float, default=1.5, help="--rebalance: allowed L_max / L_min")
+    r.add_argument("--rebalance-period", type=int, default=4, help="--rebalance: micro-batches per check")
+    r.add_argument("--migration", default="gr", choices=["gr", "dp"],
+                   help="--rebalance: minimum-cost migration by the greedy GR or the DP")
+    r.add_argument("--global-period", type=int, default=None,
+                   help="--rebalance: micro-batches between global repartitioning checks (default off)")
     _add_spark_args(r)
     r.add_argument("--checkpoint", default=None,
                    help="--engine spark: checkpoint directory (default OUT/_checkpoint; a rerun resumes)")

@@ -64,26 +64,31 @@ def active_subs(events: list) -> list[Sub]:
 
 
 def _multi(index: str, window: Window, space: Space, workers: int, partitioner: str, head: list,
-           processes: bool, index_params: dict):
+           processes: bool, index_params: dict, rebalance: dict | None = None):
     """Plan from the buffered head of the stream (O_init + the subscriptions in it)."""
     from .partition.registry import PLANNERS
     from .partition.stats import Statistics
     from .runtime.local import LocalCluster
+    from .runtime.rebalance import Rebalancer
 
     stats = Statistics.from_objects((ev for ev in head if isinstance(ev, Pub)), space)
     plan = PLANNERS[partitioner](active_subs(head), stats, workers)
+    rb = Rebalancer(space, planner=PLANNERS[partitioner], **rebalance) if rebalance is not None else None
     return LocalCluster(plan, window, space, index=index, processes=processes,
-                        rarity=dict(stats.keyword_freq), **index_params)
+                        rarity=dict(stats.keyword_freq), rebalancer=rb, **index_params)
 
 
 def run(events: str | Path, out: str | Path, window: str | Window = "none", space: Space | None = None,
         index: str = "grid", progress: bool | None = None, workers: int = 1, partitioner: str | None = None,
-        init_objects: int = 1000, processes: bool = True, **index_params: Any) -> dict:
+        init_objects: int = 1000, processes: bool = True, rebalance: dict | None = None,
+        batch_size: int = BATCH, **index_params: Any) -> dict:
     """Run one event file; returns the metrics also written to ``metrics.json``.
 
     Streams the input: memory is O(batch + engine state), never the whole file.
     With ``partitioner``, ``workers`` engines run behind a dispatcher; the plan is
     made from the stream's head up to its first ``init_objects`` objects (O_init).
+    ``rebalance``: :class:`~skpubsub.runtime.rebalance.Rebalancer` parameters
+    (dynamic load adjustment between micro-batches).
     """
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
@@ -119,7 +124,7 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
 
         def start_plan() -> None:
             nonlocal engine
-            engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params)
+            engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params, rebalance)
 
         for line_no, raw in read_lines(f):
             ev = gate.admit_line(raw, line_no)
@@ -134,7 +139,7 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                 if accepted["pub"] >= init_objects:
                     start_plan()
                 continue
-            if len(batch) >= BATCH:
+            if len(batch) >= batch_size:
                 flush()
                 if bar is not None:
                     bar.update(f.tell() - done)
@@ -176,6 +181,9 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
         metrics["update_seconds_total"] = round(sum(b["update_seconds"] for b in engine.batches), 6)
         metrics["balance_seconds_total"] = round(sum(b["balance_seconds"] for b in engine.batches), 6)
         metrics["plan"] = engine.dispatcher.plan.describe()
+        if engine.rebalancer is not None:
+            metrics["migrated_subscriptions"] = engine.migrated
+            metrics["adjustments"] = engine.rebalancer.log
         engine.close()
     writer.finish(results, metrics)
     return metrics

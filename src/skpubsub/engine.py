@@ -181,22 +181,21 @@ class Engine:
         if ev.now is not None:
             self._expire_subs(float(ev.now))  # an expired one may still hold the id here
         s = self.subs.add(sub, self.vocab.ids(sub.keywords))
-        if sub.kind != RANGE:
-            if self.window.retains:
-                self._refill(s)
-            else:
-                one = np.array([s], dtype=np.int64)
-                for pub in sorted(ev.held, key=lambda p: p.seq):
-                    o = self._add_object(pub)
-                    self.stats["objects"] -= 1  # not a publication here
-                    kw_arr = self.objs.keywords(o)
-                    if len(self._mark) < len(self.vocab):
-                        self._mark = np.zeros(2 * len(self.vocab), dtype=np.bool_)
-                    self._mark[kw_arr] = True
-                    self._verify(o, pub.x, pub.y, kw_arr, one)
-                    self._mark[kw_arr] = False
-                    self._unref.add(o)
+        if sub.kind != RANGE and self.window.retains:
+            self._refill(s)  # as a new subscription does, before it is indexed
         self.index.insert(s)
+        if sub.kind != RANGE and not self.window.retains:  # offered like new objects: the index follows
+            one = np.array([s], dtype=np.int64)
+            for pub in sorted(ev.held, key=lambda p: p.seq):
+                o = self._add_object(pub)
+                self.stats["objects"] -= 1  # not a publication here
+                kw_arr = self.objs.keywords(o)
+                if len(self._mark) < len(self.vocab):
+                    self._mark = np.zeros(2 * len(self.vocab), dtype=np.bool_)
+                self._mark[kw_arr] = True
+                self._verify(o, pub.x, pub.y, kw_arr, one)
+                self._mark[kw_arr] = False
+                self._unref.add(o)
         if sub.expires is not None:
             heapq.heappush(self._sub_expiry, (sub.expires, sub.seq, s))
         self._old.clear()  # silent: its subscriber saw these results already

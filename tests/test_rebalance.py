@@ -86,9 +86,9 @@ def test_global_repartitioning_replans_then_drains_exactly() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("window", ["count:2000", "none"])
-def test_a_skewed_plan_comes_back_within_sigma_on_real_data(window: str) -> None:
-    """GeoNames kNN workload, every subscription on one of 3 workers: after a few
+@pytest.mark.parametrize("window, m", [("count:2000", 3), ("none", 2)])
+def test_a_skewed_plan_comes_back_within_sigma_on_real_data(window: str, m: int) -> None:
+    """GeoNames kNN workload, every subscription on one of m workers: after a few
     adjustment periods the Def. 3 loads satisfy L_max / L_min <= sigma, and every
     notification equals the single engine's."""
     from skpubsub.bench.workload import WorkloadConfig, generate
@@ -102,7 +102,7 @@ def test_a_skewed_plan_comes_back_within_sigma_on_real_data(window: str) -> None
     single = make_engine("dkm", window, space)
     sigma = 1.5
     rb = Rebalancer(space, sigma=sigma, period=2, p=4, grid=16, measure="model")
-    with LocalCluster(skewed_plan(3), window, space, processes=False, rebalancer=rb) as cl:
+    with LocalCluster(skewed_plan(m), window, space, processes=False, rebalancer=rb) as cl:
         for i in range(0, len(events), 400):
             assert cl.apply(events[i:i + 400]) == single.apply(events[i:i + 400]), i
         assert cl.results() == single.all_results()
@@ -110,3 +110,30 @@ def test_a_skewed_plan_comes_back_within_sigma_on_real_data(window: str) -> None
     assert min(rb.checks[0][1]) == 0  # it did start skewed
     final = rb.checks[-1][1]
     assert max(final) / min(final) <= sigma, (rb.checks, rb.log[-3:])
+
+
+@pytest.mark.parametrize("index", ["dkm", "grid"])
+def test_an_adopted_subscription_keeps_its_results_past_the_tables_capacity(index: str) -> None:
+    """Export from one engine, adopt in another already holding more subscriptions than
+    its tables' first capacity: the same results, and the index follows them."""
+    from skpubsub.engine import make_engine
+    from skpubsub.io.events import Adopt, Pub, Sub
+
+    rng = random.Random(5)
+    words = ["a", "b", "c", "d"]
+    subs = [Sub(i, f"s{i}", 0, "knn", (rng.choice(words),), x=rng.uniform(-10, 10), y=rng.uniform(-10, 10), k=3)
+            for i in range(1, 2089)]
+    pubs = [Pub(3000 + i, f"o{i}", 1, rng.uniform(-10, 10), rng.uniform(-10, 10), (rng.choice(words),))
+            for i in range(300)]
+    a = make_engine(index, "none", external_expiry=True)
+    a.apply_routed([(s, ()) for s in subs[:50]] + [(p, ()) for p in pubs])
+    b = make_engine(index, "none", external_expiry=True)
+    b.apply_routed([(s, ()) for s in subs[50:]])  # 2038: the adoptions cross 2048 slots
+    for s in subs[:50]:
+        out = b.apply_routed([(Adopt(s, a.export(s.id), 1), ())])
+        assert out == [[]]  # silent
+        assert b.results(s.id) == a.results(s.id) and len(a.results(s.id)) == 3
+    later = Pub(9000, "late", 2, 0.0, 0.0, tuple(words))  # both must follow the same improvement
+    b.apply_routed([(later, ())])
+    a.apply_routed([(later, ())])
+    assert [b.results(s.id) for s in subs[:50]] == [a.results(s.id) for s in subs[:50]]

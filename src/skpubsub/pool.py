@@ -53,6 +53,20 @@ class Columns:
     def nbytes(self) -> int:
         return sum(getattr(self, name).nbytes for name in self._spec)
 
+    def __getstate__(self) -> dict:
+        """Pickle the used slots only (snapshots); ``__setstate__`` restores the capacity."""
+        state = self.__dict__.copy()
+        for name in self._spec:
+            state[name] = getattr(self, name)[: self.top].copy()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for name, (dtype, fill) in self._spec.items():
+            arr = np.full(self.capacity, fill, dtype=dtype)
+            arr[: self.top] = state[name]
+            setattr(self, name, arr)
+
 
 class SegmentPool:
     """Variable-length segments (keyword lists, k-best lists) in shared flat arrays.
@@ -97,3 +111,17 @@ class SegmentPool:
     @property
     def nbytes(self) -> int:
         return sum(getattr(self, name).nbytes for name in self._spec)
+
+    def __getstate__(self) -> dict:
+        """Pickle the used part only (snapshots); ``__setstate__`` restores the capacity."""
+        state = self.__dict__.copy()
+        for name in self._spec:
+            state[name] = getattr(self, name)[: self.top].copy()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for name, dtype in self._spec.items():
+            arr = np.zeros(self.capacity, dtype=dtype)
+            arr[: self.top] = state[name]
+            setattr(self, name, arr)

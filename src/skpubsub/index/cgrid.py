@@ -198,6 +198,30 @@ class CompiledGrid:
         self._ext = np.zeros(4)
         self._tmp = np.zeros(4, dtype=np.int32)
 
+    # -- pickling (worker snapshots, migrations) -----------------------------------------
+    def __getstate__(self) -> dict:
+        """Everything but the posting store: the live postings are a function of each
+        slot's epoch, level, box and keywords, so the store is rebuilt on load without
+        its stale entries and spare capacity (snapshots about 3x smaller)."""
+        state = self.__dict__.copy()
+        state["store"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.store = P.PostingStore()
+        self.live_entries = 0
+        active = self.subs.cols.active
+        for s in np.nonzero(self.nkw)[0].tolist():  # posted slots (a deleted one has nkw 0)
+            if not active[s]:
+                continue
+            kws = self._keywords(s)  # an `all` subscription may come back under another of its
+            self.nkw[s] = len(kws)   # keywords: every matching object carries each of them
+            n = len(kws) * self._cells(s)
+            self.store.reserve(n, n)
+            post_slot(*self.store.arrays, s, self.epoch[s], int(self.level[s]), self.box[s], kws, self.lmax)
+            self.live_entries += n
+
     # -- per-slot arrays follow the subscription table's capacity --------------------
     def _fit(self, s: int) -> None:
         if s < len(self.epoch):

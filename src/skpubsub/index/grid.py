@@ -116,6 +116,7 @@ class GridIndex:
         while s >= self.where.capacity:
             self.where._grow()
         w = self.where
+        w.top = max(w.top, s + 1)  # slots in use, addressed by the subscription's slot
         w.cx1[s], w.cy1[s], w.cx2[s], w.cy2[s] = box
         w.kw[s] = kws[0] if len(kws) == 1 and self.subs.cols.match_all[s] else -1
         self._post(s, box, kws, True)

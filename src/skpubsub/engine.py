@@ -93,6 +93,7 @@ class Engine:
             out.extend(self._apply(ev))
         if run:
             publish_pubs(self, run, out)
+        self.index.refresh(self.stats["objects"])
         return out
 
     def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]]) -> list[list[Notification]]:
@@ -130,6 +131,8 @@ class Engine:
             else:
                 out[i] = self._apply(ev, expire=expire)
             i += 1
+        if compiled:
+            self.index.refresh(self.stats["objects"])
         return out
 
     def _apply(self, ev: Event | Tick, slot: int | None = None, expire: tuple[int, ...] = ()) -> list[Notification]:

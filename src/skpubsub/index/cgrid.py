@@ -182,7 +182,7 @@ class CompiledGrid:
     compiled = True
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
-                 max_cells: int = 4) -> None:
+                 max_cells: int = 4, refresh_from: int = 1024) -> None:
         self.subs, self.vocab, self.space = subs, vocab, space
         self.lmax = max(0, int(math.ceil(math.log2(max(1, int(grid))))))
         self.max_cells = max(1, int(max_cells))
@@ -194,7 +194,10 @@ class CompiledGrid:
         self.pending = np.zeros(cap, dtype=np.bool_)  # queued for re-posting by the kernel
         self.box = np.full((cap, 4), -1, dtype=np.int32)
         self.nkw = np.zeros(cap, dtype=np.int32)  # keywords posted under (0: not posted)
+        self.kw0 = np.full(cap, -1, dtype=np.int32)  # the one keyword an `all` subscription is posted under
         self.live_entries = 0
+        self._refreshed_at = max(1, int(refresh_from))  # objects seen at the next review of `all` postings
+        self.refreshed = 0  # `all` subscriptions re-posted under a newly least frequent keyword
         self._ext = np.zeros(4)
         self._tmp = np.zeros(4, dtype=np.int32)
 
@@ -217,6 +220,7 @@ class CompiledGrid:
                 continue
             kws = self._keywords(s)  # an `all` subscription may come back under another of its
             self.nkw[s] = len(kws)   # keywords: every matching object carries each of them
+            self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 else -1
             n = len(kws) * self._cells(s)
             self.store.reserve(n, n)
             post_slot(*self.store.arrays, s, self.epoch[s], int(self.level[s]), self.box[s], kws, self.lmax)
@@ -234,6 +238,7 @@ class CompiledGrid:
         box[: len(self.box)] = self.box
         self.box = box
         self.nkw = P._grown(self.nkw, cap, 0)
+        self.kw0 = P._grown(self.kw0, cap, -1)
 
     def _region(self, s: int) -> tuple[int, np.ndarray]:
         """(best level or -1, its cell box) of the slot's current region."""
@@ -268,11 +273,35 @@ class CompiledGrid:
         self.pending[s] = False
         self.box[s] = box
         self.nkw[s] = len(kws)
+        self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 else -1
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
         post_slot(*self.store.arrays, s, self.epoch[s], level, box, kws, self.lmax)
         self.live_entries += n
         self.maybe_compact()
+
+    def refresh(self, objects: int) -> int:
+        """GI² posts an `all` subscription under its least frequent keyword, but most
+        register before the frequencies mean anything, and one in the global lists
+        (unfilled, or a ball spanning the space) is not re-posted by the kernel. Each
+        time the objects seen double, re-post those whose least frequent keyword has
+        changed: O(global `all` subscriptions) per review, O(log objects) reviews.
+        Returns the number re-posted."""
+        if objects < self._refreshed_at:
+            return 0
+        self._refreshed_at = 2 * objects
+        c = self.subs.cols
+        n = min(len(self.level), c.top)
+        cand = np.flatnonzero((self.level[:n] < 0) & (self.kw0[:n] >= 0) & c.active[:n])
+        moved = 0
+        for s in cand.tolist():
+            kws = self.subs.keywords(s)
+            best = int(kws[int(np.argmin(self.vocab.freq[kws]))])
+            if best != self.kw0[s]:
+                self._place(s)
+                moved += 1
+        self.refreshed += moved
+        return moved
 
     def maybe_compact(self) -> None:
         """Sweep stale entries once they outnumber live ones (amortised O(1) per entry)."""

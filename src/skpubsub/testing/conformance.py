@@ -56,7 +56,9 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
              {"grid": 16, "max_cells": 1_000_000, "shrink": 1},
              {"grid": 64, "max_cells": 2, "shrink": 1000, "kmax": 1.0}],
     # dkm and gi2 are one compiled class today: the variants run under one name
-    "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"grid": 64, "max_cells": 16, "kmax": 4.0}],
+    # refresh_from=1: `all` postings reviewed at 1, 2, 4, ... objects (re-posted under a new keyword)
+    "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"grid": 64, "max_cells": 16, "kmax": 4.0},
+            {"refresh_from": 1}],
 }
 
 

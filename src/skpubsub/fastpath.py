@@ -244,6 +244,7 @@ def publish_pubs(eng, pubs: list, out: list, tags: list | None = None) -> None:
     """Apply a run of pub events on ``eng`` (an Engine over a compiled index), appending
     notifications to ``out`` in stream order (and, with ``tags``, each one's pub index)."""
     slots = [eng._add_object(ev) for ev in pubs]
+    eng.index.refresh(eng.stats["objects"])  # the run's keywords are counted: review `all` postings
     i = 0
     while i < len(pubs):
         h = eng._sub_expiry

@@ -226,3 +226,18 @@ def test_csv_and_parquet_event_files_give_the_jsonl_results(spark, tmp_path: Pat
         def reasons(text: str) -> list:  # a rejection's raw is the converted line, not the row
             return [(r["line"], r["error"]) for r in map(json.loads, text.splitlines())]
         assert reasons(got["rejected.jsonl"]) == reasons(want["rejected.jsonl"]), name
+
+
+def test_a_cluster_master_url_gives_the_same_files(tmp_path: Path) -> None:
+    """--master local-cluster[2,1,1024]: a standalone-style cluster of two executor JVMs
+    (the code travels to separate executors, state lives there): same files."""
+    s = _stream(700, windows=("count",))
+    events = _write(tmp_path / "events.jsonl", s)
+    want = _reference(tmp_path, events, s)
+    out = tmp_path / "cluster"
+    cmd = _cli("run", str(events), "--out", str(out), "--engine", "spark", "--workers", "2", "--partitioner",
+               "location", "--index", "dkm", "--init-objects", "5", "--lines-per-batch", "30", "--window", s.window,
+               *(["--space", str(s.space)] if s.space else []), "--master", "local-cluster[2,1,1024]")
+    r = subprocess.run(cmd, env={**os.environ, "CI": "1"}, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert _files(out) == want

@@ -241,3 +241,17 @@ def test_a_cluster_master_url_gives_the_same_files(tmp_path: Path) -> None:
     r = subprocess.run(cmd, env={**os.environ, "CI": "1"}, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert _files(out) == want
+
+
+def test_stream_replays_a_generated_workload(spark, tmp_path: Path) -> None:
+    """`stream --generate DATASET`: a GeoNames workload written into the checkpoint once,
+    replayed by the source; the files equal a local run of that workload."""
+    from skpubsub.cli import main
+
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    assert main(["stream", "--generate", "geonames-cities", "--subscriptions", "200", "--objects", "600",
+                 "--checkpoint", str(ck), "--out", str(out), "--once", "--window", "count:300",
+                 "--lines-per-batch", "300", "--workers", "2"]) == 0
+    ref = tmp_path / "ref"
+    run(ck / "workload.jsonl", ref, window="count:300", index="dkm")
+    assert _files(out) == _files(ref) and (out / "notifications.jsonl").read_text()

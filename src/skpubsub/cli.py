@@ -76,6 +76,21 @@ def cmd_stream(a: argparse.Namespace) -> int:
 
     a.engine = "spark"
     _check_run_flags(a)
+    if a.generate is not None:  # a generated real-data workload, written once, replayed at the rate
+        from .bench.workload import generate, write_jsonl
+
+        a.dataset = a.generate
+        if a.source is not None:
+            raise UsageError("give --source or --generate, not both")
+        a.source = str(Path(a.checkpoint) / "workload.jsonl")
+        if not Path(a.source).exists():
+            Path(a.checkpoint).mkdir(parents=True, exist_ok=True)
+            tmp = Path(a.source + ".tmp")
+            n = write_jsonl(generate(_workload_config(a)), tmp)
+            tmp.replace(a.source)
+            print(f"generated {n} events from {a.dataset} into {a.source}", flush=True)
+    if a.source is None:
+        raise UsageError("give --source DIR (or an event file), or --generate DATASET")
     if not Path(a.source).exists():
         raise UsageError(f"no such source: {a.source}")
     params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
@@ -315,7 +330,10 @@ def parser() -> argparse.ArgumentParser:
                                   "--timeout or Ctrl-C the query stops, finishes what has arrived and writes "
                                   "results.jsonl and metrics.json. Restarting with the same --checkpoint "
                                   "resumes exactly.")
-    s.add_argument("--source", required=True, help="directory of *.jsonl files (or one event file)")
+    s.add_argument("--source", default=None, help="directory of *.jsonl files (or one event file)")
+    s.add_argument("--generate", default=None, choices=["geonames-cities", "geonames-postal"], metavar="DATASET",
+                   help="instead of --source: generate a workload from DATASET (workload flags) into "
+                        "CHECKPOINT/workload.jsonl once and replay it (at --lines-per-second)")
     s.add_argument("--checkpoint", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--window", default=_env("window", "none"))
@@ -330,7 +348,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--trigger-seconds", type=float, default=1.0, help="micro-batch interval")
     s.add_argument("--timeout", type=float, default=None, help="stop after this many seconds")
     s.add_argument("--once", action="store_true", help="process what is there now, then stop")
-    s.set_defaults(func=cmd_stream)
+    _add_workload_args(s, objects=20_000, subscriptions=5_000, kind="mix")
+    s.set_defaults(func=cmd_stream, dataset=None)
 
     w = sp.add_parser("workload", help="build an event stream from a real dataset")
     w.add_argument("dataset")

@@ -171,3 +171,23 @@ def test_time_window(tmp_path, window):
                  "--no-warmup", "--json", str(tmp_path / "t.json")]) == 0
     rep = json.loads((tmp_path / "t.json").read_text())
     _check_report(rep, ["reference", "dkm"])
+
+
+def test_index_variants_with_parameters(tmp_path, capsys):
+    """NAME[key=value,...]: two settings of one index side by side, parameters reaching it."""
+    from skpubsub.bench.compare import split_spec
+
+    assert split_spec("dkm[refresh_from=1e12,max_cells=8,kmax=1.5]") == (
+        "dkm", {"refresh_from": 1e12, "max_cells": 8, "kmax": 1.5})
+    assert split_spec("grid") == ("grid", {})
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
+    code = main(["bench", str(events), "--indexes", "grid;dkm[max_cells=1];dkm[max_cells=64]", "--repeat", "1",
+                 "--no-warmup", "--json", str(tmp_path / "r.json")])
+    assert code == 0
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert list(rep["indexes"]) == ["grid", "dkm[max_cells=1]", "dkm[max_cells=64]"]
+    for r in rep["indexes"].values():
+        assert r["same_results_as_baseline"] and r["same_notifications_as_baseline"]
+    assert main(["bench", str(events), "--indexes", "grid;nope[a=1]"]) == 2
+    assert main(["bench", str(events), "--indexes", "grid;dkm[a]"]) == 2

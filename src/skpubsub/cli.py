@@ -170,12 +170,15 @@ def cmd_bench(a: argparse.Namespace) -> int:
     """The benchmark suite: indexes side by side on an event file or a generated workload."""
     from .bench.compare import main as bench_main
 
-    names = [ix.strip() for ix in a.indexes.split(",") if ix.strip()]
+    sep = ";" if ";" in a.indexes or "[" in a.indexes else ","
+    names = [ix.strip() for ix in a.indexes.split(sep) if ix.strip()]
     if not names and a.baseline is None:
         raise UsageError("--indexes: give at least one index")
+    from .bench.compare import split_spec
+
     for ix in names + ([a.baseline] if a.baseline is not None else []):
-        if ix not in known_indexes():
-            raise UsageError(unknown_index(ix))
+        if split_spec(ix)[0] not in known_indexes():
+            raise UsageError(unknown_index(split_spec(ix)[0]))
     if a.repeat < 1:
         raise UsageError(f"--repeat must be >= 1, got {a.repeat}")
     if a.max_events is not None and a.max_events < 1:
@@ -364,8 +367,9 @@ def parser() -> argparse.ArgumentParser:
                                   "`skpubsub bench partition --help`: planners side by side instead.")
     _add_bench_workload_args(b, kind="mix", match="mix")
     b.add_argument("--indexes", default="grid,dkm",
-                   help="comma-separated; the first is the baseline (grid is added if neither "
-                        "reference nor grid is listed)")
+                   help="semicolon- or comma-separated; the first is the baseline (grid is added if neither "
+                        "reference nor grid is listed); NAME[key=value,...] passes parameters, e.g. "
+                        "'dkm;dkm[refresh_from=1e12]'")
     b.add_argument("--baseline", default=None, help="baseline index for the ratios (default: the first)")
     b.add_argument("--window", default=_env("window", "none"))
     b.add_argument("--space", default=_env("space", "-180,-90,180,90"))

@@ -155,10 +155,32 @@ def _per(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
+def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"dkm[refresh_from=1e12,max_cells=8]"`` -> ``("dkm", {"refresh_from": 1e12, "max_cells": 8})``:
+    an index with parameters, so variants of one index can be measured side by side."""
+    if "[" not in spec:
+        return spec, {}
+    name, _, rest = spec.partition("[")
+    if not rest.endswith("]"):
+        raise ValueError(f"bad index spec {spec!r}: expected NAME[key=value,...]")
+    params: dict[str, Any] = {}
+    for item in filter(None, rest[:-1].split(",")):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise ValueError(f"bad index spec {spec!r}: {item!r} is not key=value")
+        try:
+            num = float(val)
+            params[key.strip()] = int(num) if num.is_integer() and "." not in val and "e" not in val else num
+        except ValueError:
+            params[key.strip()] = val
+    return name, params
+
+
 def run_once(index: str, events: list, build: int, window: Window, space: Space) -> dict[str, Any]:
     """One fresh engine over the events: build and arrivals timed apart."""
     gc.collect()
-    engine = make_engine(index, window, space)
+    name, params = split_spec(index)
+    engine = make_engine(name, window, space, **params)
     notes_hash = hashlib.blake2b(digest_size=16)
     n_notes = 0
 

@@ -408,7 +408,8 @@ def _describe(rep: dict[str, Any]) -> str:
 
 def format_report(rep: dict[str, Any]) -> str:
     lines = [_describe(rep)]
-    head = (f"{'index':<11}{'build s':>9}{'B/sub build':>13}{'B/sub end':>11}{'arrivals obj/s':>16}"
+    wid = max([11] + [len(ix) + 2 for ix in rep["indexes"]])  # index names may carry parameters
+    head = (f"{'index':<{wid}}{'build s':>9}{'B/sub build':>13}{'B/sub end':>11}{'arrivals obj/s':>16}"
             f"{'ratio':>9}{'expiries obj/s':>16}{'cand/obj':>10}{'aff/obj':>9}  same results")
     lines.append(head)
     lines.append("-" * len(head))
@@ -425,7 +426,7 @@ def format_report(rep: dict[str, Any]) -> str:
             same_txt = "NO (results differ)"
         ratio_txt = f"{'n/a':>9}" if ratio is None else f"{ratio:>8.2f}x"
         lines.append(
-            f"{ix:<11}{_fmt(r['build_seconds_median'], '.3f', 9)}"
+            f"{ix:<{wid}}{_fmt(r['build_seconds_median'], '.3f', 9)}"
             f"{_fmt(r['bytes_per_subscription_build'], ',.0f', 13)}"
             f"{_fmt(r['bytes_per_subscription_end'], ',.0f', 11)}"
             f"{_fmt(r['arrivals_objects_per_second_median'], ',.0f', 16)}{ratio_txt}"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from skpubsub.config import Space, Window
+from skpubsub.config import Window
 from skpubsub.io.events import Pub
 from skpubsub.partition.registry import PLANNERS
 from skpubsub.partition.stats import Statistics

@@ -13,6 +13,7 @@ store's files on disk). Writes ``spark.json`` and ``spark_batches.png``.
 from __future__ import annotations
 
 import json
+import shutil
 import statistics as st
 import time
 from pathlib import Path
@@ -40,11 +41,9 @@ def bench_spark(events: Path, out: Path, window: Window, space: Space, workers: 
 
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    local = run(events, out / "local", window=window, space=space, index=index, workers=workers,
-                partitioner=partitioner, init_objects=init_objects)
+    run(events, out / "local", window=window, space=space, index=index, workers=workers,
+        partitioner=partitioner, init_objects=init_objects)
     local_wall = time.perf_counter() - t0
-    import shutil
-
     shutil.rmtree(out / "spark", ignore_errors=True)
     spark = run_spark(events, out / "spark", window=window, space=space, index=index, workers=workers,
                       partitioner=partitioner, init_objects=init_objects, lines_per_batch=lines_per_batch,

@@ -255,3 +255,16 @@ def test_stream_replays_a_generated_workload(spark, tmp_path: Path) -> None:
     ref = tmp_path / "ref"
     run(ck / "workload.jsonl", ref, window="count:300", index="dkm")
     assert _files(out) == _files(ref) and (out / "notifications.jsonl").read_text()
+
+
+def test_bench_spark_compares_with_the_local_runtime(spark, tmp_path: Path) -> None:
+    from skpubsub.bench.spark import bench_spark, format_report
+
+    s = _stream(900, windows=("count",))
+    events = _write(tmp_path / "events.jsonl", s)
+    rep = bench_spark(events, tmp_path / "b", Window.parse(s.window), s.space_or_default, 2, "hash", "dkm",
+                      40, 5)
+    assert rep["same_files"] and rep["spark"]["busy_batches"] >= 2
+    assert rep["spark"]["state_store_bytes_per_subscription"] > 0
+    assert "same files: True" in format_report(rep)
+    assert (tmp_path / "b" / "spark_batches.png").stat().st_size > 0

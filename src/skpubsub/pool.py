@@ -54,18 +54,10 @@ class Columns:
         return sum(getattr(self, name).nbytes for name in self._spec)
 
     def __getstate__(self) -> dict:
-        """Pickle the used slots only (snapshots); ``__setstate__`` restores the capacity."""
-        state = self.__dict__.copy()
-        for name in self._spec:
-            state[name] = getattr(self, name)[: self.top].copy()
-        return state
+        return _used_state(self)
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        for name, (dtype, fill) in self._spec.items():
-            arr = np.full(self.capacity, fill, dtype=dtype)
-            arr[: self.top] = state[name]
-            setattr(self, name, arr)
+        _regrow(self, state, state["_spec"])  # name -> (dtype, fill)
 
 
 class SegmentPool:
@@ -113,15 +105,25 @@ class SegmentPool:
         return sum(getattr(self, name).nbytes for name in self._spec)
 
     def __getstate__(self) -> dict:
-        """Pickle the used part only (snapshots); ``__setstate__`` restores the capacity."""
-        state = self.__dict__.copy()
-        for name in self._spec:
-            state[name] = getattr(self, name)[: self.top].copy()
-        return state
+        return _used_state(self)
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        for name, dtype in self._spec.items():
-            arr = np.zeros(self.capacity, dtype=dtype)
-            arr[: self.top] = state[name]
-            setattr(self, name, arr)
+        _regrow(self, state, {name: (dtype, 0) for name, dtype in state["_spec"].items()})
+
+
+def _used_state(table: Columns | SegmentPool) -> dict:
+    """A table's pickle state with each array cut to its used part (``top``): snapshots
+    carry no spare capacity."""
+    state = table.__dict__.copy()
+    for name in table._spec:
+        state[name] = getattr(table, name)[: table.top].copy()
+    return state
+
+
+def _regrow(table: Columns | SegmentPool, state: dict, spec: dict[str, tuple]) -> None:
+    """Restore ``_used_state``: arrays back at full capacity, the spare part filled."""
+    table.__dict__.update(state)
+    for name, (dtype, fill) in spec.items():
+        arr = np.full(table.capacity, fill, dtype=dtype)
+        arr[: table.top] = state[name]
+        setattr(table, name, arr)

@@ -20,11 +20,9 @@ from skpubsub.io.validate import Gate
 from skpubsub.partition.registry import PLANNERS
 from skpubsub.spark.sequencer import DRIVER, Sequencer
 from skpubsub.spark.sink import merge
-from skpubsub.spark.worker import OUTPUT_SCHEMA, WorkerState, driver_rows
+from skpubsub.spark.worker import COLUMNS, WorkerState, driver_rows
 from skpubsub.testing.reference import ReferenceEngine
 from skpubsub.testing.streams import random_stream
-
-COLUMNS = [c.split()[0] for c in OUTPUT_SCHEMA.split(", ")]
 
 
 def _lines(stream) -> list[tuple[int, bytes]]:
@@ -93,3 +91,21 @@ def test_results_come_in_registration_order_once_per_subscription() -> None:
     ids = [json.loads(x)["id"] for x in got["results"]]
     assert len(ids) == len(set(map(repr, ids)))
     assert got["results"] == expected(s)["results"]
+
+
+def test_the_source_reads_lines_in_order_across_files_and_skips_over_long_ones(tmp_path) -> None:
+    """Offsets resume exactly; a line over 1 MiB comes as None (the Gate rejects it)."""
+    from skpubsub.spark.source import _read
+
+    (tmp_path / "a.jsonl").write_bytes(b"1\n" + b"x" * (1 << 21) + b"\n3\n")
+    (tmp_path / "b.jsonl").write_bytes(b"4\n5")  # no newline at the end
+    (tmp_path / ".c.jsonl.tmp").write_bytes(b"not yet moved in\n")
+    start = {"file": "", "pos": 0, "line": 0, "final": False}
+    got, off = [], start
+    while True:
+        lines, off = _read(tmp_path, off, 2)
+        if not lines:
+            break
+        got += lines
+    assert got == [(1, b"1"), (2, None), (3, b"3"), (4, b"4"), (5, b"5")]
+    assert _read(tmp_path, start, None, stop={"line": 3})[0] == got[:3]

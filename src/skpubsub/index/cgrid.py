@@ -216,15 +216,8 @@ class CompiledGrid:
         self.live_entries = 0
         active = self.subs.cols.active
         for s in np.nonzero(self.nkw)[0].tolist():  # posted slots (a deleted one has nkw 0)
-            if not active[s]:
-                continue
-            kws = self._keywords(s)  # an `all` subscription may come back under another of its
-            self.nkw[s] = len(kws)   # keywords: every matching object carries each of them
-            self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 else -1
-            n = len(kws) * self._cells(s)
-            self.store.reserve(n, n)
-            post_slot(*self.store.arrays, s, self.epoch[s], int(self.level[s]), self.box[s], kws, self.lmax)
-            self.live_entries += n
+            if active[s]:  # an `all` subscription may come back under another of its keywords:
+                self._post(s, self._keywords(s))  # every matching object carries each of them
 
     # -- per-slot arrays follow the subscription table's capacity --------------------
     def _fit(self, s: int) -> None:
@@ -272,13 +265,17 @@ class CompiledGrid:
         self.level[s] = level
         self.pending[s] = False
         self.box[s] = box
+        self._post(s, kws)
+        self.maybe_compact()
+
+    def _post(self, s: int, kws: np.ndarray) -> None:
+        """Entries for slot ``s`` under its epoch, level and box: O(cells x keywords)."""
         self.nkw[s] = len(kws)
         self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 else -1
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
-        post_slot(*self.store.arrays, s, self.epoch[s], level, box, kws, self.lmax)
+        post_slot(*self.store.arrays, s, self.epoch[s], int(self.level[s]), self.box[s], kws, self.lmax)
         self.live_entries += n
-        self.maybe_compact()
 
     def refresh(self, objects: int) -> int:
         """GI² posts an `all` subscription under its least frequent keyword, but most

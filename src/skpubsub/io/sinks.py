@@ -9,8 +9,13 @@ from typing import Any, Iterable
 from .events import Notification, Rejection
 
 
+def json_text(obj: Any) -> str:
+    """One output record as JSON without its newline (every runtime formats alike)."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
 def _line(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return json_text(obj) + "\n"
 
 
 class RunWriter:

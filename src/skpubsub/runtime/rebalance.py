@@ -158,7 +158,7 @@ class Rebalancer:
                 c = out[key] = Cell(key)
             c.subs.append(sid)
             c.keywords.update(keys)
-            c.size += 4 + len(sub.keywords) + sub.k
+            c.size += _size(sub)
         for c in out.values():
             c.load = self.n_objects(c.key[:2], c.keywords) * len(c.subs)  # Def. 3
         return out
@@ -216,7 +216,7 @@ class Rebalancer:
                 if s1 and s2:
                     l1 = self.n_objects(region, _kw(d, s1)) * len(s1)
                     l2 = self.n_objects(region, _kw(d, s2)) * len(s2)
-                    small = min((s1, s2), key=lambda s: sum(4 + len(d.subs[i].keywords) + d.subs[i].k for i in s))
+                    small = min((s1, s2), key=lambda s: sum(_size(d.subs[i]) for i in s))
                     if l1 + l2 < c.load and (l1 if small is s1 else l2) < gap:
                         groups = self.groups.setdefault(region, [])
                         if c.key[2] == -1:
@@ -298,6 +298,11 @@ class Rebalancer:
                         "spread_planned": round(_spread(new), 4)})
         self.recent = []
         return out
+
+
+def _size(sub: Sub) -> int:
+    """S_g's share of one subscription: what a migration ships (keywords, k, a header)."""
+    return 4 + len(sub.keywords) + sub.k
 
 
 def _kw(d: Any, ids: list) -> set[str]:

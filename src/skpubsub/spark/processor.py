@@ -34,10 +34,9 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from ..config import Space, Window
 from .sequencer import DRIVER
-from .worker import OUTPUT_SCHEMA, WorkerState, driver_rows
+from .worker import COLUMNS, WorkerState, driver_rows
 
 SNAP_CHUNK = 8 << 20  # bytes per snapshot entry
-COLUMNS = [c.split()[0] for c in OUTPUT_SCHEMA.split(", ")]
 
 _CACHE: dict[tuple[str, int], tuple[int, WorkerState]] = {}
 

@@ -30,11 +30,10 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from ..config import Space, Window
-from ..io.validate import MAX_LINE
+from ..io.lines import read_lines
 from .sequencer import DRIVER, Sequencer
 
 SCHEMA = "worker int, part int, payload binary, ingest double"
-_CHUNK = 1 << 16
 
 
 class Rows(InputPartition):
@@ -51,45 +50,36 @@ def _files(path: Path) -> list[str]:
 
 def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = None) -> tuple[list, dict]:
     """Lines after ``start`` (at most ``max_lines``, never past ``stop``):
-    ``([(line number, raw or None), ...], offset after them)``. A line over
-    MAX_LINE is skipped in chunks and given as None (rejected by the Gate)."""
+    ``([(line number, raw or None), ...], offset after them)``, read by
+    :func:`~skpubsub.io.lines.read_lines` (a line over MAX_LINE comes as None and is
+    rejected by the Gate)."""
     base = path if path.is_dir() else path.parent
     names = _files(path)
     out: list = []
     file, pos, line = start["file"], start["pos"], start["line"]
     if file and file not in names:
         raise RuntimeError(f"input file {file!r} disappeared from {path}")
+
+    def full() -> bool:
+        return (max_lines is not None and len(out) >= max_lines) or (stop is not None and line >= stop["line"])
+
     i = names.index(file) if file else 0
-    while i < len(names) and (max_lines is None or len(out) < max_lines):
-        if stop is not None and line >= stop["line"]:
-            break
-        name = names[i]
-        if name != file:
-            file, pos = name, 0
-        with open(base / name, "rb") as f:
+    while i < len(names) and not full():
+        if names[i] != file:
+            file, pos = names[i], 0
+        with open(base / file, "rb") as f:
             f.seek(pos)
-            while max_lines is None or len(out) < max_lines:
-                if stop is not None and line >= stop["line"]:
-                    break
-                raw = f.readline(MAX_LINE + 2)
-                if not raw:
-                    break
-                if not raw.endswith(b"\n") and len(raw) > MAX_LINE:
-                    while (rest := f.readline(_CHUNK)) and not rest.endswith(b"\n"):
-                        pass
-                    body = None
-                else:
-                    body = raw[:-1].removesuffix(b"\r") if raw.endswith(b"\n") else raw
-                    if body is not None and len(body) > MAX_LINE:
-                        body = None
-                line += 1
-                out.append((line, body))
-            pos = f.tell()
+            if not full():
+                for _, body in read_lines(f):
+                    line += 1
+                    out.append((line, body))
+                    if full():
+                        break
+            pos = f.tell()  # read_lines reads with readline: tell() is just past the last line
             at_end = pos >= os.fstat(f.fileno()).st_size
-        if at_end:
-            i += 1
-        else:
+        if not at_end:
             break
+        i += 1
     return out, {"file": file, "pos": pos, "line": line, "final": False}
 
 

@@ -9,7 +9,6 @@ pickle is the snapshot kept in the state store.
 
 from __future__ import annotations
 
-import json
 import pickle
 import time
 from typing import Any
@@ -19,6 +18,7 @@ import numpy as np
 from ..config import Space, Window
 from ..engine import make_engine
 from ..io.events import Match, Sub, Unsub
+from ..io.sinks import json_text
 from .sequencer import DRIVER, END
 
 # Output row: (worker, kind, seq, reg, line, blob). kind is "notes" (all of a batch's
@@ -27,10 +27,7 @@ from .sequencer import DRIVER, END
 # "meta" or "source". One row for millions of notifications keeps Arrow's per-row
 # cost out of the way.
 OUTPUT_SCHEMA = "worker int, kind string, seq long, reg long, line string, blob binary"
-
-
-def _json(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+COLUMNS = [c.split()[0] for c in OUTPUT_SCHEMA.split(", ")]
 
 
 class WorkerState:
@@ -61,7 +58,7 @@ class WorkerState:
             if isinstance(ev, Sub):
                 self.reg[ev.id] = ev.seq
             for n in next(outs):
-                lines.append(_json(n.to_json()))
+                lines.append(json_text(n.to_json()))
                 seqs.append(seq)
                 regs.append(self.reg[n.sub])
                 match.append(isinstance(n, Match))
@@ -77,10 +74,10 @@ class WorkerState:
     def stat_row(self, **extra: Any) -> tuple:
         """The per-batch load record of this worker (after ``apply``)."""
         stat = {"worker": self.worker, "cpu_seconds": round(self.cpu_seconds, 6), **self.engine.stats, **extra}
-        return (self.worker, "stat", 0, 0, _json(stat), None)
+        return (self.worker, "stat", 0, 0, json_text(stat), None)
 
     def _results(self) -> list[tuple]:
-        return [(self.worker, "result", 0, self.reg[sid], _json({"id": sid, "results": ids}), None)
+        return [(self.worker, "result", 0, self.reg[sid], json_text({"id": sid, "results": ids}), None)
                 for sid, ids in self.engine.all_results()]
 
 
@@ -90,7 +87,7 @@ def driver_rows(entries: list[tuple]) -> list[tuple]:
     for e in entries:
         if e[0] == "rejected":
             _, line, error, raw = e
-            rows.append((DRIVER, "rejected", line, 0, _json({"line": line, "error": error, "raw": raw}), None))
+            rows.append((DRIVER, "rejected", line, 0, json_text({"line": line, "error": error, "raw": raw}), None))
         else:  # "meta" (run totals at the end) or "source" (the sequencer's own timing)
-            rows.append((DRIVER, e[0], 0, 0, _json(e[1]), None))
+            rows.append((DRIVER, e[0], 0, 0, json_text(e[1]), None))
     return rows

@@ -58,9 +58,13 @@ class Engine:
         self._obj_expiry: list[tuple[float, int, int]] = []  # time window: (expiry, seq, slot)
         self._fifo: deque[int] = deque()  # count window: alive slots, oldest first
         self._holders: dict[int, list[int]] = {}  # object slot -> sub slots that took it (lazy)
-        # expired: objects that left the window; expiry_seconds: time spent on those that some
-        # result held (the others are dropped inside the publish kernel at negligible cost).
-        self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0}
+        # expired: objects that left the window; expiry_seconds: time the plain path spent on
+        # those that some result held (a compiled index's kernel removes held objects from
+        # buffers itself, counted in expiry_removals and timed with the arrivals, and hands
+        # an event to the plain path when a buffer needs a refill: expiry_stops; or, never
+        # expected, when it cannot find a holder through the index: expiry_misses).
+        self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0,
+                      "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0}
         # Per-event scratch.
         self._old: dict[int, list[int]] = {}
         self._matches: list[tuple[int, int]] = []
@@ -105,15 +109,15 @@ class Engine:
         i = 0
         while i < len(items):
             ev, expire = items[i]
-            if compiled and isinstance(ev, Pub) and not expire:
+            if compiled and isinstance(ev, Pub):
                 j = i
-                while j < len(items) and isinstance(items[j][0], Pub) and not items[j][1]:
+                while j < len(items) and isinstance(items[j][0], Pub):
                     j += 1
                 from .fastpath import publish_pubs
 
                 notes: list[Notification] = []
                 tags: list[int] = []
-                publish_pubs(self, [it[0] for it in items[i:j]], notes, tags)
+                publish_pubs(self, [it[0] for it in items[i:j]], notes, tags, [it[1] for it in items[i:j]])
                 for n, k in zip(notes, tags):
                     out[i + k].append(n)
                 i = j

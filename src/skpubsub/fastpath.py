@@ -27,33 +27,131 @@ from .index import postings as P
 from .index.cgrid import best_level, box_at, cell_of, extent, level_key, post_slot
 from .subscriptions import K_KNN, K_RANGE
 # counters[] fields
-C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET = 0, 1, 2, 3, 4, 5, 6, 7
+C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED = range(10)
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
 
 
 @njit(cache=True)
+def _scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
+          h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, cands):
+    """Live slots posted under keywords ``okw`` in the cells of (x, y) on every level or
+    globally, each once (``stamp``), into ``cands``; compacts the lists it reads. Returns
+    how many."""
+    nc = 0
+    for w in okw:
+        for level in range(-1, lmax + 1):
+            if level < 0:
+                key = -(np.int64(w) + 1)
+                cx = cy = 0
+            else:
+                cx = cell_of(x, geo[0], geo[2], 1 << level)
+                cy = cell_of(y, geo[1], geo[3], 1 << level)
+                key = level_key(w, level, cx, cy, lmax)
+            p = P.lookup(h_keys, h_vals, key)
+            if p < 0:
+                continue
+            rb = p_head[p]
+            wb = rb
+            wi = 0
+            dropped = 0
+            while rb >= 0:
+                cnt = P.B if rb != p_tail[p] else p_fill[p]
+                for ri in range(cnt):
+                    ent = blk_data[rb * P.B + ri]
+                    s = ent >> 32
+                    # cgrid.live(): current epoch, this level, and its box covers this cell
+                    if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
+                            level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+                        dropped += 1
+                        continue
+                    blk_data[wb * P.B + wi] = ent  # compact in place
+                    wi += 1
+                    if wi == P.B:
+                        wb = blk_next[wb]
+                        wi = 0
+                    if stamp[s] != st:  # not yet seen under another keyword
+                        stamp[s] = st
+                        cands[nc] = s
+                        nc += 1
+                rb = blk_next[rb]
+            if dropped:
+                P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
+                           blk_free, meta, dropped)
+    return nc
+
+
+@njit(cache=True)
 def publish_run(start, n_active,
-                b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj,
-                o_refs, o_alive,
+                b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj, e_stamp,
+                o_refs, o_alive, o_x, o_y, o_kwoff, o_kwlen, o_kw,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
                 kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, kb, complete,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                 epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp,
-                out_i, out_s, out_o, out_d, queue, dead, counters):
+                cands, hold_s, hold_p, cnt,
+                out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters):
     """Process pubs ``start..`` of the batch; returns (next index, status)."""
     maxdist = geo[4]
     tmp = np.empty(4, dtype=np.int32)
     ext = np.empty(4)
     n = len(b_obj)
     for i in range(start, n):
-        # Objects leaving the window before this event (SPEC section 2).
+        # Objects leaving the window before this event (SPEC section 2). A held one leaves
+        # the buffers that hold it, found through the index (its key is within each
+        # holder's region); a buffer that would fall short of k needs a refill from the
+        # alive objects: the engine's plain path does that.
+        held = 0
         for e in range(exp_off[i], exp_off[i + 1]):
-            if o_refs[exp_obj[e]] > 0:
-                return i, STOP_EXPIRY
-        if counters[C_OUT] + n_active > len(out_i) or counters[C_BUDGET] < BUDGET // 2:
+            held += o_refs[exp_obj[e]]
+        if counters[C_OUT] + n_active + held > len(out_i) or counters[C_BUDGET] < BUDGET // 2:
+            if counters[C_OUT] == 0:
+                return i, STOP_EXPIRY  # more rows than the buffers hold: plain path
             return i, STOP_FULL  # Python drains the rows / reserves posting room, then resumes
+        if held:
+            nh = 0
+            for e in range(exp_off[i], exp_off[i + 1]):
+                o = exp_obj[e]
+                if o_refs[o] == 0:
+                    continue
+                okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
+                nc = _scan(o_x[o], o_y[o], okw, e_stamp[e], active, epoch, lvl, box, stamp, geo, lmax,
+                           h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
+                           blk_free, meta, cands)
+                found = 0
+                for c in range(nc):
+                    s = cands[c]
+                    if kind[s] == K_RANGE:
+                        continue
+                    ro = res_off[s]
+                    for j in range(res_n[s]):
+                        if res_obj[ro + j] == o:
+                            hold_s[nh] = s
+                            hold_p[nh] = e
+                            nh += 1
+                            cnt[s] += 1
+                            found += 1
+                            break
+                    if found == o_refs[o]:
+                        break
+                if found != o_refs[o]:  # a holder outside the index's regions: cannot happen
+                    for h in range(nh):
+                        cnt[hold_s[h]] = 0
+                    counters[C_MISS] += 1
+                    return i, STOP_EXPIRY
+            short = False
+            for h in range(nh):
+                s = hold_s[h]
+                if res_n[s] - cnt[s] < k[s] and not complete[s]:
+                    short = True
+            for h in range(nh):
+                cnt[hold_s[h]] = 0
+            if short:
+                return i, STOP_EXPIRY
+            for h in range(nh):
+                _remove(i, hold_s[h], exp_obj[hold_p[h]], k, res_off, res_n, kth, res_obj, res_key, complete,
+                        o_refs, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
         for e in range(exp_off[i], exp_off[i + 1]):
             o_alive[exp_obj[e]] = False
             dead[counters[C_DEAD]] = exp_obj[e]
@@ -63,96 +161,92 @@ def publish_run(start, n_active,
         y = b_y[i]
         okw = b_kw[b_kwoff[i]:b_kwoff[i + 1]]
         wo = b_wo[i]
-        st = b_stamp[i]
-        for w in okw:
-            for level in range(-1, lmax + 1):
-                if level < 0:
-                    key = -(np.int64(w) + 1)
-                    cx = cy = 0
-                else:
-                    cx = cell_of(x, geo[0], geo[2], 1 << level)
-                    cy = cell_of(y, geo[1], geo[3], 1 << level)
-                    key = level_key(w, level, cx, cy, lmax)
-                p = P.lookup(h_keys, h_vals, key)
-                if p < 0:
+        nc = _scan(x, y, okw, b_stamp[i], active, epoch, lvl, box, stamp, geo, lmax,
+                   h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+                   cands)
+        counters[C_CAND] += nc
+        for c in range(nc):
+            s = cands[c]
+            # Verify (written inline: a call per candidate costs more than the check).
+            ks = kind[s]
+            off = kw_off[s]
+            ln = kw_len[s]
+            if match_all[s] and ln > 1:
+                ok = True
+                for j in range(off, off + ln):
+                    found = False
+                    for v in okw:
+                        if v == kw_id[j]:
+                            found = True
+                            break
+                    if not found:
+                        ok = False
+                        break
+                if not ok:
                     continue
-                rb = p_head[p]
-                wb = rb
-                wi = 0
-                dropped = 0
-                while rb >= 0:
-                    cnt = P.B if rb != p_tail[p] else p_fill[p]
-                    for ri in range(cnt):
-                        ent = blk_data[rb * P.B + ri]
-                        s = ent >> 32
-                        # cgrid.live(): current epoch, this level, and its box covers this cell
-                        if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
-                                level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
-                            dropped += 1
-                            continue
-                        blk_data[wb * P.B + wi] = ent  # compact in place
-                        wi += 1
-                        if wi == P.B:
-                            wb = blk_next[wb]
-                            wi = 0
-                        if stamp[s] == st:
-                            continue  # already seen under another keyword
-                        stamp[s] = st
-                        counters[C_CAND] += 1
-                        # Verify (written inline: a call per candidate costs more than the check).
-                        ks = kind[s]
-                        off = kw_off[s]
-                        ln = kw_len[s]
-                        if match_all[s] and ln > 1:
-                            ok = True
-                            for j in range(off, off + ln):
-                                found = False
-                                for v in okw:
-                                    if v == kw_id[j]:
-                                        found = True
-                                        break
-                                if not found:
-                                    ok = False
-                                    break
-                            if not ok:
-                                continue
-                        if ks == K_RANGE:
-                            if rx1[s] <= x <= rx2[s] and ry1[s] <= y <= ry2[s]:
-                                _emit(i, s, o, -2, out_i, out_s, out_o, out_d, counters)
-                            continue
-                        dx = x - sx[s]
-                        dy = y - sy[s]
-                        d2 = dx * dx + dy * dy  # scoring.dist2
-                        if ks == K_KNN:
-                            key = d2
-                        else:  # scoring.text_sim then scoring.topk_key, same operation order
-                            tsim = 0.0
-                            for j in range(off, off + ln):
-                                for v in okw:
-                                    if v == kw_id[j]:
-                                        tsim += kw_ws[j] * wo
-                                        break
-                            a = alpha[s]
-                            ssim = max(0.0, 1.0 - math.sqrt(d2) / maxdist)
-                            key = -(a * ssim + (1.0 - a) * tsim)
-                        if key <= kth[s]:
-                            _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
-                                    kb, complete, o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                                    out_i, out_s, out_o, out_d, queue, counters,
-                                    match_all, kw_off, kw_len, kw_id, freq, epoch,
-                                    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
-                                    blk_free, meta)
-                    rb = blk_next[rb]
-                if dropped:
-                    P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
-                               blk_free, meta, dropped)
+            if ks == K_RANGE:
+                if rx1[s] <= x <= rx2[s] and ry1[s] <= y <= ry2[s]:
+                    _emit(i, s, o, 0.0, -2, 0.0, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
+                    counters[C_AFFECTED] += 1
+                continue
+            dx = x - sx[s]
+            dy = y - sy[s]
+            d2 = dx * dx + dy * dy  # scoring.dist2
+            if ks == K_KNN:
+                key = d2
+            else:  # scoring.text_sim then scoring.topk_key, same operation order
+                tsim = 0.0
+                for j in range(off, off + ln):
+                    for v in okw:
+                        if v == kw_id[j]:
+                            tsim += kw_ws[j] * wo
+                            break
+                a = alpha[s]
+                ssim = max(0.0, 1.0 - math.sqrt(d2) / maxdist)
+                key = -(a * ssim + (1.0 - a) * tsim)
+            if key <= kth[s]:
+                _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
+                        kb, complete, o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+                        out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, counters,
+                        match_all, kw_off, kw_len, kw_id, freq, epoch,
+                        h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
+                        blk_free, meta)
     return n, DONE
+
+
+@njit(cache=True)
+def _remove(i, s, o, k, res_off, res_n, kth, res_obj, res_key, complete, o_refs,
+            out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters):
+    """Take object ``o`` out of the k-best list of ``s`` (the caller checked that at least
+    k stay or the list is complete, so no refill is due); as kbest.remove. The region
+    only shrinks (kbest.threshold), so the postings stay a superset."""
+    ro = res_off[s]
+    nn = res_n[s]
+    kk = k[s]
+    pos = 0
+    while res_obj[ro + pos] != o:
+        pos += 1
+    if pos < kk:  # leaves the result; the (k+1)-th, if any, moves up into it
+        if nn > kk:
+            _emit(i, s, res_obj[ro + kk], res_key[ro + kk], o, res_key[ro + pos], 1,
+                  out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
+        else:
+            _emit(i, s, -1, 0.0, o, res_key[ro + pos], 1, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r,
+                  counters)
+    for j in range(pos, nn - 1):
+        res_key[ro + j] = res_key[ro + j + 1]
+        res_obj[ro + j] = res_obj[ro + j + 1]
+    nn -= 1
+    res_n[s] = nn
+    o_refs[o] -= 1
+    counters[C_REMOVED] += 1
+    kth[s] = res_key[ro + nn - 1] if (nn > 0 and not complete[s]) else np.inf  # kbest.threshold (now nn < kb)
 
 
 @njit(cache=True)
 def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
             kb, complete, o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-            out_i, out_s, out_o, out_d, queue, counters,
+            out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, counters,
             match_all, kw_off, kw_len, kw_id, freq, epoch,
             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
     """Put object ``o`` into the k-best list of ``s`` (its key is ``<= kth``) and follow the ball."""
@@ -166,6 +260,7 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
     while pos > 0 and res_key[ro + pos - 1] >= key:
         pos -= 1
     left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if pos < k
+    left_key = res_key[ro + kk - 1] if nn >= kk else 0.0
     if nn == cap:
         o_refs[res_obj[ro + cap - 1]] -= 1
         end = cap - 1
@@ -225,31 +320,39 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
                 box[s, 2] = tmp[2]
                 box[s, 3] = tmp[3]
                 counters[C_LIVE_DROP] += (old - after) * nkw[s]
-    _emit(i, s, o, left if pos < kk else -3, out_i, out_s, out_o, out_d, counters)
-
-
-@njit(cache=True)
-def _emit(i, s, o, d, out_i, out_s, out_o, out_d, counters):
-    n = counters[C_OUT]
-    out_i[n] = i
-    out_s[n] = s
-    out_o[n] = o
-    out_d[n] = d
-    counters[C_OUT] = n + 1
+    _emit(i, s, o, key, left if pos < kk else -3, left_key, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r,
+          counters)
     counters[C_AFFECTED] += 1
 
 
+@njit(cache=True)
+def _emit(i, s, a, ka, d, kd, r, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters):
+    """One output row of pub ``i`` for slot ``s``: object ``a`` (key ``ka``) entered its
+    result and ``d`` (key ``kd``) left it; ``r`` 1 for a removal on expiry. ``d`` -2 marks a
+    range match of ``a``, -3 an entry below the first k (no change to the result)."""
+    n = counters[C_OUT]
+    out_i[n] = i
+    out_s[n] = s
+    out_o[n] = a
+    out_d[n] = d
+    out_ka[n] = ka
+    out_kd[n] = kd
+    out_r[n] = r
+    counters[C_OUT] = n + 1
+
+
 # -- the driver ----------------------------------------------------------------------------
-def publish_pubs(eng, pubs: list, out: list, tags: list | None = None) -> None:
+def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: list | None = None) -> None:
     """Apply a run of pub events on ``eng`` (an Engine over a compiled index), appending
-    notifications to ``out`` in stream order (and, with ``tags``, each one's pub index)."""
+    notifications to ``out`` in stream order (and, with ``tags``, each one's pub index).
+    ``expire``: under external expiry, the seqs of the objects that leave before each pub."""
     slots = [eng._add_object(ev) for ev in pubs]
     eng.index.refresh(eng.stats["objects"])  # the run's keywords are counted: review `all` postings
     i = 0
     while i < len(pubs):
         h = eng._sub_expiry
         if h and h[0][0] <= float(pubs[i].t):  # a subscription ends first: plain path
-            _extend(out, tags, eng._apply(pubs[i], slots[i]), i)
+            _extend(out, tags, eng._apply(pubs[i], slots[i], expire[i] if expire else ()), i)
             i += 1
             continue
         j = i + 1
@@ -257,10 +360,10 @@ def publish_pubs(eng, pubs: list, out: list, tags: list | None = None) -> None:
         end = min(len(pubs), i + SEGMENT)
         while j < end and float(pubs[j].t) < limit:
             j += 1
-        done = _segment(eng, pubs[i:j], slots[i:j], out, tags, i)
+        done = _segment(eng, pubs[i:j], slots[i:j], expire[i:j] if expire else None, out, tags, i)
         i += done
-        if done < j - i + done:  # stopped: a held object leaves before this pub
-            _extend(out, tags, eng._apply(pubs[i], slots[i]), i)
+        if done < j - i + done:  # stopped: a refill is due before this pub
+            _extend(out, tags, eng._apply(pubs[i], slots[i], expire[i] if expire else ()), i)
             i += 1
 
 
@@ -270,7 +373,7 @@ def _extend(out: list, tags: list | None, notes: list, i: int) -> None:
         tags.extend([i] * len(notes))
 
 
-def _expiries(eng, pubs: list, slots: list[int]) -> tuple[np.ndarray, np.ndarray, list]:
+def _expiries(eng, pubs: list, slots: list[int], expire: list | None) -> tuple[np.ndarray, np.ndarray, list]:
     """CSR of the objects that leave the window before each pub, and the heap entries taken."""
     m = len(pubs)
     w = eng.window
@@ -278,7 +381,13 @@ def _expiries(eng, pubs: list, slots: list[int]) -> tuple[np.ndarray, np.ndarray
     objs: list[int] = []
     taken: list = []  # popped from the time-window heap; what is not consumed goes back
     if eng.external:
-        pass  # the dispatcher says what leaves, and such pubs take the plain path
+        if expire:
+            alive = eng._alive_by_seq
+            here = {ev.seq: o for ev, o in zip(pubs, slots)}  # may leave within the run
+            for i, seqs in enumerate(expire):
+                for q in seqs:
+                    owner.append(i)
+                    objs.append(alive[q] if q in alive else here[q])
     elif w.kind == "count":
         a = len(eng._fifo)
         seq = list(islice(eng._fifo, max(0, min(a, a + m - w.n))))  # only the ones that leave
@@ -310,11 +419,12 @@ def _expiries(eng, pubs: list, slots: list[int]) -> tuple[np.ndarray, np.ndarray
     return np.cumsum(off), exp_obj, taken
 
 
-def _segment(eng, pubs: list, slots: list[int], out: list, tags: list | None, base: int) -> int:
+def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, tags: list | None,
+             base: int) -> int:
     """Run the kernel over ``pubs``; returns how many it applied (it stops before a pub
-    whose expiries touch a result)."""
+    whose expiries would leave a buffer short of k)."""
     m = len(pubs)
-    exp_off, exp_obj, taken = _expiries(eng, pubs, slots)
+    exp_off, exp_obj, taken = _expiries(eng, pubs, slots, expire)
     oc, sc, ix, st = eng.objs.cols, eng.subs.cols, eng.index, eng.index.store
     objs = eng.objs
     ix._fit(sc.capacity - 1)
@@ -329,72 +439,132 @@ def _segment(eng, pubs: list, slots: list[int], out: list, tags: list | None, ba
     b_y = oc.y[b_obj]
     b_wo = oc.wo[b_obj]
     b_stamp = eng._stamp_base + np.arange(m, dtype=np.int64)
-    eng._stamp_base += m
+    e_stamp = eng._stamp_base + m + np.arange(len(exp_obj), dtype=np.int64)
+    eng._stamp_base += m + len(exp_obj)
     cap = max(65536, 2 * sc.count + 16)
-    out_i = np.empty(cap, dtype=np.int64)
-    out_s = np.empty(cap, dtype=np.int64)
-    out_o = np.empty(cap, dtype=np.int64)
-    out_d = np.empty(cap, dtype=np.int64)
+    rows = _Rows(cap)
     queue = np.empty(sc.capacity, dtype=np.int64)
+    cands = np.empty(sc.capacity, dtype=np.int64)
+    hold_s = np.empty(cap, dtype=np.int64)
+    hold_p = np.empty(cap, dtype=np.int64)
+    cnt = np.zeros(sc.capacity, dtype=np.int64)
     dead = np.empty(max(1, len(exp_obj)), dtype=np.int64)
     start = 0
     status = DONE
     while True:
-        counters = np.zeros(8, dtype=np.int64)
+        counters = np.zeros(10, dtype=np.int64)
         counters[C_BUDGET] = BUDGET
         st.reserve(BUDGET, BUDGET)
         nxt, status = publish_run(
-            start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj,
-            oc.refs, oc.alive,
+            start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj, e_stamp,
+            oc.refs, oc.alive, oc.x, oc.y, oc.kw_off, oc.kw_len, objs.kw.id,
             sc.active, sc.kind, sc.match_all, sc.x, sc.y, sc.rx1, sc.ry1, sc.rx2, sc.ry2, sc.k, sc.alpha,
             sc.kw_off, sc.kw_len, eng.subs.kw.id, eng.subs.kw.ws, sc.res_off, sc.res_n, sc.kth,
             eng.subs.res.obj, eng.subs.res.key, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            eng._stamp,
-            out_i, out_s, out_o, out_d, queue, dead, counters)
-        _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out, tags, base)
+            eng._stamp, cands, hold_s, hold_p, cnt,
+            *rows.arrays, queue, dead, counters)
+        _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
         if status != STOP_FULL:
             break
         start = nxt
     done = nxt
+    if status == STOP_EXPIRY:
+        eng.stats["expiry_stops"] += 1
     _sync(eng, pubs[:done], slots[:done], exp_off, exp_obj, taken, done)
     return done
 
 
-def _drain(eng, pubs, counters, out_i, out_s, out_o, out_d, queue, dead, out: list, tags: list | None,
-           base: int) -> None:
-    """Turn one kernel call's rows into notifications; re-post queued slots; free objects."""
-    sc, oids, sids = eng.subs.cols, eng.objs.ids, eng.subs.ids
+class _Rows:
+    """The kernel's output rows (see ``_emit``)."""
+
+    def __init__(self, cap: int) -> None:
+        self.i = np.empty(cap, dtype=np.int64)
+        self.s = np.empty(cap, dtype=np.int64)
+        self.a = np.empty(cap, dtype=np.int64)
+        self.d = np.empty(cap, dtype=np.int64)
+        self.ka = np.empty(cap)
+        self.kd = np.empty(cap)
+        self.r = np.empty(cap, dtype=np.int8)
+
+    @property
+    def arrays(self) -> tuple:
+        return self.i, self.s, self.a, self.d, self.ka, self.kd, self.r
+
+
+def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list | None, base: int) -> None:
+    """Turn one kernel call's rows into notifications, one net change per (pub, subscription)
+    (SPEC section 6); re-post queued slots; free objects."""
+    sc, oids, sids, oseq = eng.subs.cols, eng.objs.ids, eng.subs.ids, eng.objs.cols.seq
     n = int(counters[C_OUT])
     eng.stats["candidates"] += int(counters[C_CAND])
     eng.stats["affected"] += int(counters[C_AFFECTED])
     eng.index.live_entries += int(counters[C_LIVE_ADD]) - int(counters[C_LIVE_DROP])
     if n:
-        ri, rs, ro, rd = out_i[:n], out_s[:n], out_o[:n], out_d[:n]
-        order = np.lexsort((sc.seq[rs], ri))
+        rs = rows.s[:n]
+        order = np.lexsort((sc.seq[rs], rows.i[:n]))  # stable: a pair's rows stay in kernel order
+        I, S, A, D = (rows.i[order].tolist(), rs[order].tolist(), rows.a[:n][order].tolist(),
+                      rows.d[:n][order].tolist())
+        KA, KD, R = rows.ka[:n][order].tolist(), rows.kd[:n][order].tolist(), rows.r[:n][order].tolist()
         holders = eng._holders if eng.window.retains else None
-        for i, s, o, d in zip(ri[order].tolist(), rs[order].tolist(), ro[order].tolist(), rd[order].tolist()):
+        j = 0
+        while j < n:
+            i, s, a, d = I[j], S[j], A[j], D[j]
             t = pubs[i].t
             if d == -2:
-                out.append(Match(sids[s], t, oids[o]))
+                out.append(Match(sids[s], t, oids[a]))
                 if tags is not None:
                     tags.append(base + i)
+                j += 1
                 continue
-            if d != -3:  # -3: entered the buffer below the first k, nothing to notify
-                out.append(Change(sids[s], t, (oids[o],), (oids[d],) if d >= 0 else ()))
-                if tags is not None:
-                    tags.append(base + i)
+            e = j + 1
+            while e < n and I[e] == i and S[e] == s:
+                e += 1
             if holders is not None:
-                holders.setdefault(o, []).append(s)
-            if d >= 0:
-                eng._unref.add(d)
+                for h in range(j, e):
+                    if R[h] == 0:
+                        holders.setdefault(A[h], []).append(s)
+            if e == j + 1:
+                if d != -3:
+                    out.append(Change(sids[s], t, (oids[a],) if a >= 0 else (), (oids[d],) if d >= 0 else ()))
+                    if tags is not None:
+                        tags.append(base + i)
+                    if d >= 0 and R[j] == 0:
+                        eng._unref.add(d)
+            else:  # several rows of one pub for one subscription: their net change
+                added: dict[int, float] = {}
+                removed: dict[int, float] = {}
+                for h in range(j, e):
+                    if D[h] == -3:
+                        continue
+                    if D[h] >= 0:
+                        if D[h] in added:
+                            del added[D[h]]
+                        else:
+                            removed[D[h]] = KD[h]
+                        if R[h] == 0:
+                            eng._unref.add(D[h])
+                    if A[h] >= 0:
+                        if A[h] in removed:
+                            del removed[A[h]]
+                        else:
+                            added[A[h]] = KA[h]
+                if added or removed:  # each list in rank order: key, then newest first
+                    out.append(Change(sids[s], t,
+                                      tuple(oids[o] for o in sorted(added, key=lambda o: (added[o], -oseq[o]))),
+                                      tuple(oids[o] for o in sorted(removed, key=lambda o: (removed[o], -oseq[o])))))
+                    if tags is not None:
+                        tags.append(base + i)
+            j = e
     for s in queue[: int(counters[C_QUEUE])].tolist():
         if sc.active[s] and eng.index.pending[s]:
             eng.index._place(s)
     eng.index.maybe_compact()
     eng._dead.extend(dead[: int(counters[C_DEAD])].tolist())
     eng.stats["expired"] += int(counters[C_DEAD])
+    eng.stats["expiry_misses"] += int(counters[C_MISS])
+    eng.stats["expiry_removals"] += int(counters[C_REMOVED])
 
 
 def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:
@@ -405,6 +575,9 @@ def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:
         for i in range(done):
             if w.retains:
                 eng._alive_by_seq[pubs[i].seq] = slots[i]
+        seq = eng.objs.cols.seq
+        for o in consumed:
+            eng._alive_by_seq.pop(int(seq[o]), None)
     elif w.kind == "count":
         for i in range(done):
             if exp_off[i + 1] > exp_off[i]:

@@ -21,7 +21,8 @@ import numpy as np
 from .config import Space, Window
 from .index import INDEXES
 from .io.events import RANGE, Adopt, Backfill, Change, Drop, Event, Match, Notification, Pub, Sub, Tick, Unsub
-from .results.kbest import insert_newest, remove, replace, threshold
+from .results.kbest import insert_newest, remove, threshold
+from .results.refill import refill
 from .store.objects import AliveStore, ObjectTable
 from .subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
 from .vocab import Vocabulary
@@ -51,9 +52,10 @@ class Engine:
         self.vocab = Vocabulary()
         self.subs = SubTable(kmax if self.window.retains else 1.0)
         self.objs = ObjectTable()
-        self.alive = AliveStore()
+        self.alive = AliveStore(self.objs)
         self.index = INDEXES[index](self.subs, self.vocab, self.space, **index_params)
         self.name = index
+        self.compiled = getattr(self.index, "compiled", False)
         self._sub_expiry: list[tuple[float, int, int]] = []  # (expires, seq, slot)
         self._obj_expiry: list[tuple[float, int, int]] = []  # time window: (expiry, seq, slot)
         self._fifo: deque[int] = deque()  # count window: alive slots, oldest first
@@ -64,7 +66,7 @@ class Engine:
         # an event to the plain path when a buffer needs a refill: expiry_stops; or, never
         # expected, when it cannot find a holder through the index: expiry_misses).
         self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0,
-                      "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0}
+                      "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0, "refills": 0}
         # Per-event scratch.
         self._old: dict[int, list[int]] = {}
         self._matches: list[tuple[int, int]] = []
@@ -74,13 +76,15 @@ class Engine:
         self._stamp = np.zeros(0, dtype=np.int64)
         self._stamp_base = 0
         self._dead: list[int] = []
+        self._ostamp = np.zeros(0, dtype=np.int64)  # object slot -> last refill that read it
+        self._ostamp_next = np.zeros(1, dtype=np.int64)
         self.external = external_expiry
         self._alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
         out: list[Notification] = []
-        if not getattr(self.index, "compiled", False):
+        if not self.compiled:
             for ev in events:
                 out.extend(self._apply(ev))
             return out
@@ -105,7 +109,7 @@ class Engine:
         the window first)`` in stream order; returns each item's notifications."""
         assert self.external, "apply_routed needs Engine(external_expiry=True)"
         out: list[list[Notification]] = [[] for _ in items]
-        compiled = getattr(self.index, "compiled", False)
+        compiled = self.compiled
         i = 0
         while i < len(items):
             ev, expire = items[i]
@@ -265,7 +269,7 @@ class Engine:
 
     def _take(self, s: int, o: int) -> None:
         self.objs.cols.refs[o] += 1
-        if self.window.retains:
+        if self.window.retains and not self.compiled:  # a compiled index finds holders itself
             self._holders.setdefault(o, []).append(s)
 
     # -- objects -----------------------------------------------------------------------
@@ -378,7 +382,13 @@ class Engine:
             oc.alive[o] = False
             self.alive.remove(o, self.objs.keywords(o).tolist())
             self._unref.add(o)
-            for s in self._holders.pop(o, ()):
+            if self.compiled:
+                from .fastpath import held_by
+
+                holders = held_by(self, o)
+            else:
+                holders = self._holders.pop(o, ())
+            for s in holders:
                 if c.active[s] and o in self.subs.buffer(s):
                     self._touch(s)
                     remove(self.subs, s, o)
@@ -391,36 +401,25 @@ class Engine:
         self.stats["expiry_seconds"] += time.perf_counter() - start
 
     def _refill(self, s: int) -> None:
-        """Recompute a k-best buffer from the alive objects: O(P log P), P the postings read."""
+        """Recompute a k-best buffer from the alive objects (:mod:`.results.refill`)."""
         c, oc = self.subs.cols, self.objs.cols
-        kws = self.subs.keywords(s).tolist()
-        if c.kind[s] == K_KNN and c.match_all[s]:
-            objs = self.alive.having_all(kws)
-        else:
-            postings = [self.alive.posting(w) for w in kws]
-            objs = np.unique(np.concatenate(postings))
-        dx = oc.x[objs] - c.x[s]
-        dy = oc.y[objs] - c.y[s]
-        d2 = dx * dx + dy * dy  # scoring.dist2
-        if c.kind[s] == K_TOPK:
-            # scoring.text_sim: per object, summed over the sub's keywords in order.
-            off = int(c.kw_off[s])
-            tsim = np.zeros(len(objs))
-            for j, p in enumerate(postings):
-                at = np.searchsorted(objs, p)
-                tsim[at] = tsim[at] + self.subs.kw.ws[off + j] * oc.wo[p]
-            alpha = c.alpha[s]
-            key = -(alpha * np.maximum(0.0, 1.0 - np.sqrt(d2) / self.maxdist) + (1.0 - alpha) * tsim)
-        else:
-            key = d2
-        kb = int(c.kb[s])
-        order = np.lexsort((-oc.seq[objs], key))[:kb]
-        for o in self.subs.buffer(s).tolist():
-            self._release(o)
-        new = objs[order]
-        for o in new.tolist():
-            self._take(s, o)
-        replace(self.subs, s, new, key[order], complete=len(objs) <= kb)
+        self._fit_object_stamps()
+        self._ostamp_next[0] += 1
+        refill(s, c.kind, c.match_all, c.x, c.y, c.alpha, c.kw_off, c.kw_len, self.subs.kw.id, self.subs.kw.ws,
+               self.vocab.freq, c.res_off, c.res_n, c.kth, self.subs.res.obj, self.subs.res.key, c.kb, c.complete,
+               oc.refs, oc.alive, oc.seq, oc.kw_off, oc.kw_len, self.objs.kw.id, oc.x, oc.y, oc.wo,
+               self._ostamp, self._ostamp_next[0], self.maxdist, *self.alive.store.arrays)
+        self.stats["refills"] += 1
+        if self.window.retains and not self.compiled:
+            for o in self.subs.buffer(s).tolist():
+                self._holders.setdefault(o, []).append(s)
+
+    def _fit_object_stamps(self) -> None:
+        cap = self.objs.cols.capacity
+        if len(self._ostamp) < cap:
+            grown = np.zeros(cap, dtype=np.int64)
+            grown[: len(self._ostamp)] = self._ostamp
+            self._ostamp = grown
 
     # -- queries -------------------------------------------------------------------------
     def results(self, sub_id: Any) -> list[Any] | None:

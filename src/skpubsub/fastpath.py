@@ -25,9 +25,12 @@ from numba import njit
 from .io.events import Change, Match
 from .index import postings as P
 from .index.cgrid import best_level, box_at, cell_of, extent, level_key, post_slot
+from .results.refill import refill
+from .store.objects import post_object
 from .subscriptions import K_KNN, K_RANGE
 # counters[] fields
-C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED = range(10)
+(C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED, C_NEED,
+ C_REFILLS) = range(12)
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
@@ -85,12 +88,14 @@ def _scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
 @njit(cache=True)
 def publish_run(start, n_active,
                 b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj, e_stamp,
-                o_refs, o_alive, o_x, o_y, o_kwoff, o_kwlen, o_kw,
+                o_refs, o_alive, o_seq, o_x, o_y, o_kwoff, o_kwlen, o_kw, o_wo, o_stamp, o_next,
+                a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
+                retains, maxkw, maxk,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
                 kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, kb, complete,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                 epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp,
-                cands, hold_s, hold_p, cnt,
+                cands, hold_s, hold_p, old_o, old_k,
                 out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters):
     """Process pubs ``start..`` of the batch; returns (next index, status)."""
     maxdist = geo[4]
@@ -100,67 +105,97 @@ def publish_run(start, n_active,
     for i in range(start, n):
         # Objects leaving the window before this event (SPEC section 2). A held one leaves
         # the buffers that hold it, found through the index (its key is within each
-        # holder's region); a buffer that would fall short of k needs a refill from the
-        # alive objects: the engine's plain path does that.
+        # holder's region); a buffer left short of k that may have missed objects is
+        # refilled from the alive objects (results.refill) and its region re-posted.
         held = 0
         for e in range(exp_off[i], exp_off[i + 1]):
             held += o_refs[exp_obj[e]]
-        if counters[C_OUT] + n_active + held > len(out_i) or counters[C_BUDGET] < BUDGET // 2:
-            if counters[C_OUT] == 0:
-                return i, STOP_EXPIRY  # more rows than the buffers hold: plain path
-            return i, STOP_FULL  # Python drains the rows / reserves posting room, then resumes
-        if held:
-            nh = 0
-            for e in range(exp_off[i], exp_off[i + 1]):
-                o = exp_obj[e]
-                if o_refs[o] == 0:
+        if counters[C_OUT] + n_active + held * (1 + 2 * maxk) > len(out_i):
+            return i, (STOP_FULL if counters[C_OUT] else STOP_EXPIRY)  # drain the rows / too many: plain path
+        need = held * maxkw * max(max_cells, 1)  # re-posts of refilled (growing) regions must fit
+        if counters[C_BUDGET] < max(BUDGET // 2, need):
+            counters[C_NEED] = need
+            return i, STOP_FULL  # Python reserves posting room, then resumes
+        nh = 0
+        for e in range(exp_off[i], exp_off[i + 1]):
+            o = exp_obj[e]
+            if o_refs[o] == 0:
+                continue
+            okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
+            nc = _scan(o_x[o], o_y[o], okw, e_stamp[e], active, epoch, lvl, box, stamp, geo, lmax,
+                       h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
+                       blk_free, meta, cands)
+            found = 0
+            for c in range(nc):
+                s = cands[c]
+                if kind[s] == K_RANGE:
                     continue
-                okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
-                nc = _scan(o_x[o], o_y[o], okw, e_stamp[e], active, epoch, lvl, box, stamp, geo, lmax,
-                           h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
-                           blk_free, meta, cands)
-                found = 0
-                for c in range(nc):
-                    s = cands[c]
-                    if kind[s] == K_RANGE:
-                        continue
-                    ro = res_off[s]
-                    for j in range(res_n[s]):
-                        if res_obj[ro + j] == o:
-                            hold_s[nh] = s
-                            hold_p[nh] = e
-                            nh += 1
-                            cnt[s] += 1
-                            found += 1
-                            break
-                    if found == o_refs[o]:
+                ro = res_off[s]
+                for j in range(res_n[s]):
+                    if res_obj[ro + j] == o:
+                        hold_s[nh] = s
+                        hold_p[nh] = e
+                        nh += 1
+                        found += 1
                         break
-                if found != o_refs[o]:  # a holder outside the index's regions: cannot happen
-                    for h in range(nh):
-                        cnt[hold_s[h]] = 0
-                    counters[C_MISS] += 1
-                    return i, STOP_EXPIRY
-            short = False
-            for h in range(nh):
-                s = hold_s[h]
-                if res_n[s] - cnt[s] < k[s] and not complete[s]:
-                    short = True
-            for h in range(nh):
-                cnt[hold_s[h]] = 0
-            if short:
+                if found == o_refs[o]:
+                    break
+            if found != o_refs[o]:  # a holder outside the index's regions: cannot happen
+                counters[C_MISS] += 1
                 return i, STOP_EXPIRY
-            for h in range(nh):
-                _remove(i, hold_s[h], exp_obj[hold_p[h]], k, res_off, res_n, kth, res_obj, res_key, complete,
-                        o_refs, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
+        for h in range(nh):
+            _remove(i, hold_s[h], exp_obj[hold_p[h]], k, res_off, res_n, kth, res_obj, res_key, complete,
+                    o_refs, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
         for e in range(exp_off[i], exp_off[i + 1]):
             o_alive[exp_obj[e]] = False
             dead[counters[C_DEAD]] = exp_obj[e]
             counters[C_DEAD] += 1
+        for h in range(nh):
+            s = hold_s[h]
+            if res_n[s] < k[s] and not complete[s]:  # (a second holder row of s finds it refilled)
+                kk = k[s]
+                ro = res_off[s]
+                nold = min(res_n[s], kk)
+                for j in range(nold):
+                    old_o[j] = res_obj[ro + j]
+                    old_k[j] = res_key[ro + j]
+                o_next[0] += 1
+                refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq,
+                       res_off, res_n, kth, res_obj, res_key, kb, complete,
+                       o_refs, o_alive, o_seq, o_kwoff, o_kwlen, o_kw, o_x, o_y, o_wo, o_stamp, o_next[0],
+                       maxdist, a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree,
+                       a_meta)
+                counters[C_REFILLS] += 1
+                nnew = min(res_n[s], kk)
+                for j in range(nold):  # the result's net change, as rows
+                    gone = True
+                    for jj in range(nnew):
+                        if res_obj[ro + jj] == old_o[j]:
+                            gone = False
+                            break
+                    if gone:
+                        _emit(i, s, -1, 0.0, old_o[j], old_k[j], 1, out_i, out_s, out_o, out_d, out_ka, out_kd,
+                              out_r, counters)
+                for jj in range(nnew):
+                    new = True
+                    for j in range(nold):
+                        if res_obj[ro + jj] == old_o[j]:
+                            new = False
+                            break
+                    if new:
+                        _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, out_i, out_s, out_o, out_d,
+                              out_ka, out_kd, out_r, counters)
+                _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+                        queue, counters, match_all, kw_off, kw_len, kw_id, freq, epoch,
+                        h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
         o = b_obj[i]
         x = b_x[i]
         y = b_y[i]
         okw = b_kw[b_kwoff[i]:b_kwoff[i + 1]]
         wo = b_wo[i]
+        if retains:  # alive from now on: refills see it (room reserved by the caller)
+            post_object(a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
+                        o, o_seq[o], okw)
         nc = _scan(x, y, okw, b_stamp[i], active, epoch, lvl, box, stamp, geo, lmax,
                    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                    cands)
@@ -277,52 +312,72 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
     res_obj[ro + pos] = o
     o_refs[o] += 1
     kth[s] = res_key[ro + nn - 1] if (nn == cap or not complete[s]) else np.inf  # kbest.threshold
-    if np.isfinite(kth[s]):
-        # The ball shrank (cgrid.CompiledGrid.update, same rule): leave the global list or go a
-        # level finer by re-posting under a new epoch; else tighten the box in place.
-        cur = lvl[s]
-        if extent(ks, sx[s], sy[s], 0.0, 0.0, 0.0, 0.0, kth[s], alpha[s], geo[4], ext):
-            best = best_level(ext, geo, lmax, max_cells, tmp)
-            old = 1 if cur < 0 else (box[s, 2] - box[s, 0] + 1) * (box[s, 3] - box[s, 1] + 1)
-            if cur < 0 or best > cur:
-                off = kw_off[s]
-                ln = kw_len[s]
-                if match_all[s] and ln > 1:  # GI²: only under the least frequent keyword
-                    j = off
-                    for jj in range(off + 1, off + ln):
-                        if freq[kw_id[jj]] < freq[kw_id[j]]:
-                            j = jj
-                    off = j
-                    ln = 1
-                n = ln * (tmp[2] - tmp[0] + 1) * (tmp[3] - tmp[1] + 1)
-                if n <= counters[C_BUDGET]:
-                    counters[C_LIVE_DROP] += old * nkw[s]
-                    epoch[s] = (epoch[s] + 1) & 0xFFFFFFFF
-                    lvl[s] = best
-                    box[s, 0] = tmp[0]
-                    box[s, 1] = tmp[1]
-                    box[s, 2] = tmp[2]
-                    box[s, 3] = tmp[3]
-                    nkw[s] = ln
-                    pending[s] = False
-                    post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
-                          meta, s, epoch[s], best, tmp, kw_id[off:off + ln], lmax)
-                    counters[C_LIVE_ADD] += n
-                    counters[C_BUDGET] -= n
-                elif not pending[s]:  # out of reserved room: Python re-posts it after the call
-                    pending[s] = True
-                    queue[counters[C_QUEUE]] = s
-                    counters[C_QUEUE] += 1
-            else:
-                after = box_at(cur, ext, geo, tmp)
+    _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
+            match_all, kw_off, kw_len, kw_id, freq, epoch,
+            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
+    _emit(i, s, o, key, left if pos < kk else -3, left_key, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r,
+          counters)
+    counters[C_AFFECTED] += 1
+
+
+@njit(cache=True)
+def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
+            match_all, kw_off, kw_len, kw_id, freq, epoch,
+            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
+    """The region of ``s`` changed (cgrid.CompiledGrid.update, same rule): tighten its box in
+    place, or re-post it under a new epoch when it grew, left or entered the global lists, or
+    shrank a level finer. A re-post beyond the reserved room is queued for Python; only a
+    shrinking region may be (its old entries stay a superset), which the caller's reserve
+    guarantees."""
+    cur = lvl[s]
+    old = 1 if cur < 0 else (box[s, 2] - box[s, 0] + 1) * (box[s, 3] - box[s, 1] + 1)
+    best = -1
+    if extent(ks, sx[s], sy[s], 0.0, 0.0, 0.0, 0.0, kth[s], alpha[s], geo[4], ext):
+        best = best_level(ext, geo, lmax, max_cells, tmp)
+        if 0 <= best <= cur:
+            after = box_at(cur, ext, geo, tmp)
+            if box[s, 0] <= tmp[0] and box[s, 1] <= tmp[1] and tmp[2] <= box[s, 2] and tmp[3] <= box[s, 3]:
                 box[s, 0] = tmp[0]
                 box[s, 1] = tmp[1]
                 box[s, 2] = tmp[2]
                 box[s, 3] = tmp[3]
                 counters[C_LIVE_DROP] += (old - after) * nkw[s]
-    _emit(i, s, o, key, left if pos < kk else -3, left_key, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r,
-          counters)
-    counters[C_AFFECTED] += 1
+                return
+            best = best_level(ext, geo, lmax, max_cells, tmp)
+    elif cur < 0:
+        return  # unbounded, and already in the global lists
+    off = kw_off[s]
+    ln = kw_len[s]
+    if match_all[s] and ln > 1:  # GI²: only under the least frequent keyword
+        j = off
+        for jj in range(off + 1, off + ln):
+            if freq[kw_id[jj]] < freq[kw_id[j]]:
+                j = jj
+        off = j
+        ln = 1
+    if best < 0:
+        tmp[:] = -1
+        n = ln
+    else:
+        n = ln * (tmp[2] - tmp[0] + 1) * (tmp[3] - tmp[1] + 1)
+    if n <= counters[C_BUDGET]:
+        counters[C_LIVE_DROP] += old * nkw[s]
+        epoch[s] = (epoch[s] + 1) & 0xFFFFFFFF
+        lvl[s] = best
+        box[s, 0] = tmp[0]
+        box[s, 1] = tmp[1]
+        box[s, 2] = tmp[2]
+        box[s, 3] = tmp[3]
+        nkw[s] = ln
+        pending[s] = False
+        post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
+                  meta, s, epoch[s], best, tmp, kw_id[off:off + ln], lmax)
+        counters[C_LIVE_ADD] += n
+        counters[C_BUDGET] -= n
+    elif not pending[s]:  # out of reserved room: Python re-posts it after the call
+        pending[s] = True
+        queue[counters[C_QUEUE]] = s
+        counters[C_QUEUE] += 1
 
 
 @njit(cache=True)
@@ -365,6 +420,35 @@ def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: l
         if done < j - i + done:  # stopped: a refill is due before this pub
             _extend(out, tags, eng._apply(pubs[i], slots[i], expire[i] if expire else ()), i)
             i += 1
+
+
+def held_by(eng, o: int) -> list[int]:
+    """Slots whose buffer holds object ``o``, found through the index (the plain path's
+    expiry on a compiled index): each holder's region covers ``o``."""
+    sc, oc, ix = eng.subs.cols, eng.objs.cols, eng.index
+    ix._fit(sc.capacity - 1)
+    if len(eng._stamp) < sc.capacity:
+        eng._stamp = np.full(sc.capacity, -1, dtype=np.int64)
+    cands = np.empty(sc.capacity, dtype=np.int64)
+    eng._stamp_base += 1
+    nc = _scan(oc.x[o], oc.y[o], eng.objs.keywords(o), eng._stamp_base - 1, sc.active, ix.epoch, ix.level, ix.box,
+               eng._stamp, ix.geo, ix.lmax, *ix.store.arrays, cands)
+    return _holding(cands[:nc], o, sc.kind, sc.res_off, sc.res_n, eng.subs.res.obj).tolist()
+
+
+@njit(cache=True)
+def _holding(cands, o, kind, res_off, res_n, res_obj):
+    out = np.empty(len(cands), dtype=np.int64)
+    n = 0
+    for s in cands:
+        if kind[s] == K_RANGE:
+            continue
+        for j in range(res_off[s], res_off[s] + res_n[s]):
+            if res_obj[j] == o:
+                out[n] = s
+                n += 1
+                break
+    return out[:n]
 
 
 def _extend(out: list, tags: list | None, notes: list, i: int) -> None:
@@ -447,28 +531,41 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     cands = np.empty(sc.capacity, dtype=np.int64)
     hold_s = np.empty(cap, dtype=np.int64)
     hold_p = np.empty(cap, dtype=np.int64)
-    cnt = np.zeros(sc.capacity, dtype=np.int64)
+    live = sc.active[: sc.top] & (sc.kind[: sc.top] != K_RANGE)
+    maxk = int(sc.k[: sc.top][live].max()) if live.any() else 1
+    maxkw = int(sc.kw_len[: sc.top].max()) if sc.top else 1
+    old_o = np.empty(maxk, dtype=np.int64)
+    old_k = np.empty(maxk)
     dead = np.empty(max(1, len(exp_obj)), dtype=np.int64)
+    eng._fit_object_stamps()
+    retains = eng.window.retains
     start = 0
     status = DONE
+    budget = BUDGET
     while True:
-        counters = np.zeros(10, dtype=np.int64)
-        counters[C_BUDGET] = BUDGET
-        st.reserve(BUDGET, BUDGET)
+        counters = np.zeros(12, dtype=np.int64)
+        counters[C_BUDGET] = budget
+        st.reserve(budget, budget)
+        if retains:
+            eng.alive.store.reserve(len(b_kw), len(b_kw))
         nxt, status = publish_run(
             start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj, e_stamp,
-            oc.refs, oc.alive, oc.x, oc.y, oc.kw_off, oc.kw_len, objs.kw.id,
+            oc.refs, oc.alive, oc.seq, oc.x, oc.y, oc.kw_off, oc.kw_len, objs.kw.id, oc.wo,
+            eng._ostamp, eng._ostamp_next, *eng.alive.store.arrays, retains, maxkw, maxk,
             sc.active, sc.kind, sc.match_all, sc.x, sc.y, sc.rx1, sc.ry1, sc.rx2, sc.ry2, sc.k, sc.alpha,
             sc.kw_off, sc.kw_len, eng.subs.kw.id, eng.subs.kw.ws, sc.res_off, sc.res_n, sc.kth,
             eng.subs.res.obj, eng.subs.res.key, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            eng._stamp, cands, hold_s, hold_p, cnt,
+            eng._stamp, cands, hold_s, hold_p, old_o, old_k,
             *rows.arrays, queue, dead, counters)
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
+        if retains:
+            eng.alive.added(nxt - start, int(b_kwoff[nxt] - b_kwoff[start]))
         if status != STOP_FULL:
             break
         start = nxt
+        budget = max(BUDGET, 2 * int(counters[C_NEED]))
     done = nxt
     if status == STOP_EXPIRY:
         eng.stats["expiry_stops"] += 1
@@ -565,6 +662,7 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list 
     eng.stats["expired"] += int(counters[C_DEAD])
     eng.stats["expiry_misses"] += int(counters[C_MISS])
     eng.stats["expiry_removals"] += int(counters[C_REMOVED])
+    eng.stats["refills"] += int(counters[C_REFILLS])
 
 
 def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:
@@ -591,9 +689,7 @@ def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:
         for i in range(done):
             if slots[i] not in consumed:
                 heapq.heappush(eng._obj_expiry, (float(ex[slots[i]]), pubs[i].seq, slots[i]))
-    if w.retains:
-        for o in slots[:done]:
-            eng.alive.add(o, eng.objs.keywords(o).tolist())
+    if w.retains:  # the kernel posted the pubs it applied as alive
         for o in eng._dead:
             eng.alive.remove(o, eng.objs.keywords(o).tolist())
             eng._holders.pop(o, None)

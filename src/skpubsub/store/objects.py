@@ -11,8 +11,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import njit
 
 from ..io.events import Pub
+from ..index import postings as P
 from ..pool import Columns, SegmentPool
 
 
@@ -59,42 +61,110 @@ class ObjectTable:
 
 
 class AliveStore:
-    """Alive objects posted per keyword id: O(#keywords) insert and remove."""
+    """Alive objects posted per keyword id, in compiled posting lists (keyed by the keyword
+    id) that the refill kernel (:mod:`skpubsub.results.refill`) reads directly.
 
-    def __init__(self) -> None:
-        self.postings: dict[int, set[int]] = {}
-        self.count = 0
+    Entries are ``slot << 32 | seq`` (the seq's low 32 bits). Deletion is lazy: an entry
+    dies with its object (``alive`` off, or the slot re-used by another object), a scan
+    compacts what it reads, and a sweep runs once dead entries outnumber live ones.
+    O(#keywords) insert, O(1) remove.
+    """
+
+    def __init__(self, objs: ObjectTable) -> None:
+        self.objs = objs
+        self.store = P.PostingStore()
+        self.count = 0  # alive objects
+        self.live = 0  # their entries
 
     def add(self, slot: int, kw_ids) -> None:
-        for w in kw_ids:
-            p = self.postings.get(w)
-            if p is None:
-                self.postings[w] = {slot}
-            else:
-                p.add(slot)
+        kws = np.asarray(kw_ids, dtype=np.int32)
+        self.store.reserve(len(kws), len(kws))
+        post_object(*self.store.arrays, slot, self.objs.cols.seq[slot], kws)
         self.count += 1
+        self.live += len(kws)
+
+    def added(self, n: int, entries: int) -> None:
+        """``n`` objects with ``entries`` keywords were posted by a kernel."""
+        self.count += n
+        self.live += entries
 
     def remove(self, slot: int, kw_ids) -> None:
-        for w in kw_ids:
-            p = self.postings[w]
-            p.discard(slot)
-            if not p:
-                del self.postings[w]
+        """The object's ``alive`` flag is already off: its entries are dead."""
         self.count -= 1
+        self.live -= len(kw_ids)
+        if self.store.entries > 2 * self.live + 65536:
+            c = self.objs.cols
+            sweep(*self.store.arrays, c.alive, c.seq)
 
     def posting(self, kw: int) -> np.ndarray:
-        """Alive object slots carrying ``kw``, sorted: O(n log n) in the posting size."""
-        p = self.postings.get(kw)
-        if not p:
-            return np.empty(0, dtype=np.int64)
-        return np.sort(np.fromiter(p, dtype=np.int64, count=len(p)))
+        """Alive object slots carrying ``kw``, sorted."""
+        c = self.objs.cols
+        return np.sort(read_posting(*self.store.arrays, np.int64(kw), c.alive, c.seq))
 
-    def having_all(self, kw_ids) -> np.ndarray:
-        """Sorted alive object slots carrying every keyword (rarest posting first)."""
-        lists = sorted((self.postings.get(w, ()) for w in kw_ids), key=len)
-        if not lists[0]:
-            return np.empty(0, dtype=np.int64)
-        out = np.fromiter(lists[0], dtype=np.int64, count=len(lists[0]))
-        for p in lists[1:]:
-            out = out[np.fromiter((o in p for o in out.tolist()), dtype=np.bool_, count=len(out))]
-        return np.sort(out)
+
+@njit(cache=True)
+def post_object(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+                slot, seq, kws):
+    entry = (np.int64(slot) << 32) | (seq & 0xFFFFFFFF)
+    for w in kws:
+        P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+                 np.int64(w), entry)
+
+
+@njit(cache=True)
+def alive_entry(e, o_alive, o_seq):
+    o = e >> 32
+    return o_alive[o] and (o_seq[o] & 0xFFFFFFFF) == (e & 0xFFFFFFFF)
+
+
+@njit(cache=True)
+def scan_posting(p, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+                 o_alive, o_seq, out):
+    """Alive object slots of list ``p`` into ``out``, compacting it in place; returns how many."""
+    n = 0
+    rb = p_head[p]
+    wb = rb
+    wi = 0
+    dropped = 0
+    while rb >= 0:
+        cnt = P.B if rb != p_tail[p] else p_fill[p]
+        for ri in range(cnt):
+            e = blk_data[rb * P.B + ri]
+            if not alive_entry(e, o_alive, o_seq):
+                dropped += 1
+                continue
+            blk_data[wb * P.B + wi] = e
+            wi += 1
+            if wi == P.B:
+                wb = blk_next[wb]
+                wi = 0
+            out[n] = e >> 32
+            n += 1
+        rb = blk_next[rb]
+    if dropped:
+        P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free, meta,
+                   dropped)
+    return n
+
+
+@njit(cache=True)
+def read_posting(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+                 key, o_alive, o_seq):
+    p = P.lookup(h_keys, h_vals, key)
+    if p < 0:
+        return np.empty(0, dtype=np.int64)
+    out = np.empty(meta[P.M_ENTRIES], dtype=np.int64)
+    n = scan_posting(p, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
+                     meta, o_alive, o_seq, out)
+    return out[:n].copy()
+
+
+@njit(cache=True)
+def sweep(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+          o_alive, o_seq):
+    """Drop every dead entry: O(entries)."""
+    out = np.empty(meta[P.M_ENTRIES], dtype=np.int64)
+    for p in range(meta[P.M_POSTINGS]):
+        if p_head[p] >= 0:
+            scan_posting(p, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
+                         blk_free, meta, o_alive, o_seq, out)

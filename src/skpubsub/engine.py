@@ -59,7 +59,7 @@ class Engine:
         self._sub_expiry: list[tuple[float, int, int]] = []  # (expires, seq, slot)
         self._obj_expiry: list[tuple[float, int, int]] = []  # time window: (expiry, seq, slot)
         self._fifo: deque[int] = deque()  # count window: alive slots, oldest first
-        self._holders: dict[int, list[int]] = {}  # object slot -> sub slots that took it (lazy)
+        self._holders: dict[int, list[int]] = {}  # object slot -> sub slots that took it (lazy; plain index)
         # expired: objects that left the window; expiry_seconds: time the plain path spent on
         # those that some result held (a compiled index's kernel removes held objects from
         # buffers itself, counted in expiry_removals and timed with the arrivals, and hands

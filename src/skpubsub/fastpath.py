@@ -604,7 +604,6 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list 
         I, S, A, D = (rows.i[order].tolist(), rs[order].tolist(), rows.a[:n][order].tolist(),
                       rows.d[:n][order].tolist())
         KA, KD, R = rows.ka[:n][order].tolist(), rows.kd[:n][order].tolist(), rows.r[:n][order].tolist()
-        holders = eng._holders if eng.window.retains else None
         j = 0
         while j < n:
             i, s, a, d = I[j], S[j], A[j], D[j]
@@ -618,10 +617,6 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list 
             e = j + 1
             while e < n and I[e] == i and S[e] == s:
                 e += 1
-            if holders is not None:
-                for h in range(j, e):
-                    if R[h] == 0:
-                        holders.setdefault(A[h], []).append(s)
             if e == j + 1:
                 if d != -3:
                     out.append(Change(sids[s], t, (oids[a],) if a >= 0 else (), (oids[d],) if d >= 0 else ()))
@@ -692,7 +687,6 @@ def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:
     if w.retains:  # the kernel posted the pubs it applied as alive
         for o in eng._dead:
             eng.alive.remove(o, eng.objs.keywords(o).tolist())
-            eng._holders.pop(o, None)
             eng._unref.add(o)
     eng._dead.clear()
     eng._unref.update(slots[:done])

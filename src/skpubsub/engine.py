@@ -74,7 +74,7 @@ class Engine:
         self._mark = np.zeros(0, dtype=np.bool_)  # keyword id -> carried by the object being verified
         # Compiled publish path (fastpath.py): per-slot visit stamps, objects it expired.
         self._stamp = np.zeros(0, dtype=np.int64)
-        self._stamp_base = 0
+        self._stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
         self._dead: list[int] = []
         self._ostamp = np.zeros(0, dtype=np.int64)  # object slot -> last refill that read it
         self._ostamp_next = np.zeros(1, dtype=np.int64)

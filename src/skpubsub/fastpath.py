@@ -30,7 +30,7 @@ from .store.objects import post_object
 from .subscriptions import K_KNN, K_RANGE
 # counters[] fields
 (C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED, C_NEED,
- C_REFILLS) = range(12)
+ C_NEED_ROWS, C_REFILLS) = range(13)
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
@@ -87,10 +87,10 @@ def _scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
 
 @njit(cache=True)
 def publish_run(start, n_active,
-                b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj, e_stamp,
+                b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, exp_off, exp_obj, stamp_next,
                 o_refs, o_alive, o_seq, o_x, o_y, o_kwoff, o_kwlen, o_kw, o_wo, o_stamp, o_next,
                 a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
-                retains, maxkw, maxk,
+                retains,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
                 kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, kb, complete,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
@@ -107,22 +107,22 @@ def publish_run(start, n_active,
         # the buffers that hold it, found through the index (its key is within each
         # holder's region); a buffer left short of k that may have missed objects is
         # refilled from the alive objects (results.refill) and its region re-posted.
+        if counters[C_OUT] + n_active > len(out_i) or counters[C_BUDGET] < BUDGET // 2:
+            return i, STOP_FULL  # Python drains the rows / reserves posting room, then resumes
         held = 0
         for e in range(exp_off[i], exp_off[i + 1]):
             held += o_refs[exp_obj[e]]
-        if counters[C_OUT] + n_active + held * (1 + 2 * maxk) > len(out_i):
-            return i, (STOP_FULL if counters[C_OUT] else STOP_EXPIRY)  # drain the rows / too many: plain path
-        need = held * maxkw * max(max_cells, 1)  # re-posts of refilled (growing) regions must fit
-        if counters[C_BUDGET] < max(BUDGET // 2, need):
-            counters[C_NEED] = need
-            return i, STOP_FULL  # Python reserves posting room, then resumes
+        if held > len(hold_s):
+            counters[C_NEED_ROWS] = n_active + held
+            return i, STOP_FULL
         nh = 0
         for e in range(exp_off[i], exp_off[i + 1]):
             o = exp_obj[e]
             if o_refs[o] == 0:
                 continue
             okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
-            nc = _scan(o_x[o], o_y[o], okw, e_stamp[e], active, epoch, lvl, box, stamp, geo, lmax,
+            stamp_next[0] += 1
+            nc = _scan(o_x[o], o_y[o], okw, stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                        h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
                        blk_free, meta, cands)
             found = 0
@@ -143,6 +143,16 @@ def publish_run(start, n_active,
             if found != o_refs[o]:  # a holder outside the index's regions: cannot happen
                 counters[C_MISS] += 1
                 return i, STOP_EXPIRY
+        # Room for every row and every re-post of a refilled (growing) region, before any change.
+        rows = n_active + nh
+        posts = 0
+        for h in range(nh):
+            rows += 2 * k[hold_s[h]]
+            posts += kw_len[hold_s[h]] * max_cells
+        if counters[C_OUT] + rows > len(out_i) or counters[C_BUDGET] < BUDGET // 2 + posts:
+            counters[C_NEED] = posts
+            counters[C_NEED_ROWS] = rows
+            return i, STOP_FULL
         for h in range(nh):
             _remove(i, hold_s[h], exp_obj[hold_p[h]], k, res_off, res_n, kth, res_obj, res_key, complete,
                     o_refs, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
@@ -196,7 +206,8 @@ def publish_run(start, n_active,
         if retains:  # alive from now on: refills see it (room reserved by the caller)
             post_object(a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
                         o, o_seq[o], okw)
-        nc = _scan(x, y, okw, b_stamp[i], active, epoch, lvl, box, stamp, geo, lmax,
+        stamp_next[0] += 1
+        nc = _scan(x, y, okw, stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                    cands)
         counters[C_CAND] += nc
@@ -430,8 +441,8 @@ def held_by(eng, o: int) -> list[int]:
     if len(eng._stamp) < sc.capacity:
         eng._stamp = np.full(sc.capacity, -1, dtype=np.int64)
     cands = np.empty(sc.capacity, dtype=np.int64)
-    eng._stamp_base += 1
-    nc = _scan(oc.x[o], oc.y[o], eng.objs.keywords(o), eng._stamp_base - 1, sc.active, ix.epoch, ix.level, ix.box,
+    eng._stamp_next[0] += 1
+    nc = _scan(oc.x[o], oc.y[o], eng.objs.keywords(o), eng._stamp_next[0], sc.active, ix.epoch, ix.level, ix.box,
                eng._stamp, ix.geo, ix.lmax, *ix.store.arrays, cands)
     return _holding(cands[:nc], o, sc.kind, sc.res_off, sc.res_n, eng.subs.res.obj).tolist()
 
@@ -522,18 +533,13 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     b_x = oc.x[b_obj]
     b_y = oc.y[b_obj]
     b_wo = oc.wo[b_obj]
-    b_stamp = eng._stamp_base + np.arange(m, dtype=np.int64)
-    e_stamp = eng._stamp_base + m + np.arange(len(exp_obj), dtype=np.int64)
-    eng._stamp_base += m + len(exp_obj)
     cap = max(65536, 2 * sc.count + 16)
     rows = _Rows(cap)
     queue = np.empty(sc.capacity, dtype=np.int64)
     cands = np.empty(sc.capacity, dtype=np.int64)
     hold_s = np.empty(cap, dtype=np.int64)
     hold_p = np.empty(cap, dtype=np.int64)
-    live = sc.active[: sc.top] & (sc.kind[: sc.top] != K_RANGE)
-    maxk = int(sc.k[: sc.top][live].max()) if live.any() else 1
-    maxkw = int(sc.kw_len[: sc.top].max()) if sc.top else 1
+    maxk = int(sc.k[: sc.top].max()) if sc.top else 1
     old_o = np.empty(maxk, dtype=np.int64)
     old_k = np.empty(maxk)
     dead = np.empty(max(1, len(exp_obj)), dtype=np.int64)
@@ -543,15 +549,15 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     status = DONE
     budget = BUDGET
     while True:
-        counters = np.zeros(12, dtype=np.int64)
+        counters = np.zeros(13, dtype=np.int64)
         counters[C_BUDGET] = budget
         st.reserve(budget, budget)
         if retains:
             eng.alive.store.reserve(len(b_kw), len(b_kw))
         nxt, status = publish_run(
-            start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, b_stamp, exp_off, exp_obj, e_stamp,
+            start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, exp_off, exp_obj, eng._stamp_next,
             oc.refs, oc.alive, oc.seq, oc.x, oc.y, oc.kw_off, oc.kw_len, objs.kw.id, oc.wo,
-            eng._ostamp, eng._ostamp_next, *eng.alive.store.arrays, retains, maxkw, maxk,
+            eng._ostamp, eng._ostamp_next, *eng.alive.store.arrays, retains,
             sc.active, sc.kind, sc.match_all, sc.x, sc.y, sc.rx1, sc.ry1, sc.rx2, sc.ry2, sc.k, sc.alpha,
             sc.kw_off, sc.kw_len, eng.subs.kw.id, eng.subs.kw.ws, sc.res_off, sc.res_n, sc.kth,
             eng.subs.res.obj, eng.subs.res.key, sc.kb, sc.complete,
@@ -566,6 +572,11 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             break
         start = nxt
         budget = max(BUDGET, 2 * int(counters[C_NEED]))
+        if counters[C_NEED_ROWS] > len(hold_s):
+            cap = 2 * int(counters[C_NEED_ROWS])
+            rows = _Rows(cap)
+            hold_s = np.empty(cap, dtype=np.int64)
+            hold_p = np.empty(cap, dtype=np.int64)
     done = nxt
     if status == STOP_EXPIRY:
         eng.stats["expiry_stops"] += 1
@@ -599,56 +610,58 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list 
     eng.stats["affected"] += int(counters[C_AFFECTED])
     eng.index.live_entries += int(counters[C_LIVE_ADD]) - int(counters[C_LIVE_DROP])
     if n:
-        rs = rows.s[:n]
-        order = np.lexsort((sc.seq[rs], rows.i[:n]))  # stable: a pair's rows stay in kernel order
-        I, S, A, D = (rows.i[order].tolist(), rs[order].tolist(), rows.a[:n][order].tolist(),
-                      rows.d[:n][order].tolist())
-        KA, KD, R = rows.ka[:n][order].tolist(), rows.kd[:n][order].tolist(), rows.r[:n][order].tolist()
+        d_all = rows.d[:n]
+        left = d_all[(rows.r[:n] == 0) & (d_all >= 0)]  # pushed past k: out of a buffer of k
+        if len(left):
+            eng._unref.update(left.tolist())
+        keep = np.flatnonzero(d_all != -3)  # -3: entered a buffer below the first k, no change
+        keep = keep[np.lexsort((sc.seq[rows.s[keep]], rows.i[keep]))]  # stable: a pair's rows stay in order
+        m = len(keep)
+        I, S = rows.i[keep], rows.s[keep]
+        more = np.zeros(m, dtype=np.bool_)  # row j's pair has another row after it
+        more[:-1] = (I[1:] == I[:-1]) & (S[1:] == S[:-1])
+        I, S, A, D, MORE = I.tolist(), S.tolist(), rows.a[keep].tolist(), rows.d[keep].tolist(), more.tolist()
+        times = [ev.t for ev in pubs]
+        emitted: list[int] = []  # pub index of each notification, for tags
+        append, mark = out.append, emitted.append
         j = 0
-        while j < n:
-            i, s, a, d = I[j], S[j], A[j], D[j]
-            t = pubs[i].t
-            if d == -2:
-                out.append(Match(sids[s], t, oids[a]))
-                if tags is not None:
-                    tags.append(base + i)
+        while j < m:
+            s, a, d = S[j], A[j], D[j]
+            if not MORE[j]:
+                if d == -2:
+                    append(Match(sids[s], times[I[j]], oids[a]))
+                else:
+                    append(Change(sids[s], times[I[j]], (oids[a],) if a >= 0 else (), (oids[d],) if d >= 0 else ()))
+                mark(I[j])
                 j += 1
                 continue
+            # Several rows of one pub for one subscription: their net change, each list in rank
+            # order (key, then newest first).
             e = j + 1
-            while e < n and I[e] == i and S[e] == s:
+            while MORE[e - 1]:
                 e += 1
-            if e == j + 1:
-                if d != -3:
-                    out.append(Change(sids[s], t, (oids[a],) if a >= 0 else (), (oids[d],) if d >= 0 else ()))
-                    if tags is not None:
-                        tags.append(base + i)
-                    if d >= 0 and R[j] == 0:
-                        eng._unref.add(d)
-            else:  # several rows of one pub for one subscription: their net change
-                added: dict[int, float] = {}
-                removed: dict[int, float] = {}
-                for h in range(j, e):
-                    if D[h] == -3:
-                        continue
-                    if D[h] >= 0:
-                        if D[h] in added:
-                            del added[D[h]]
-                        else:
-                            removed[D[h]] = KD[h]
-                        if R[h] == 0:
-                            eng._unref.add(D[h])
-                    if A[h] >= 0:
-                        if A[h] in removed:
-                            del removed[A[h]]
-                        else:
-                            added[A[h]] = KA[h]
-                if added or removed:  # each list in rank order: key, then newest first
-                    out.append(Change(sids[s], t,
-                                      tuple(oids[o] for o in sorted(added, key=lambda o: (added[o], -oseq[o]))),
-                                      tuple(oids[o] for o in sorted(removed, key=lambda o: (removed[o], -oseq[o])))))
-                    if tags is not None:
-                        tags.append(base + i)
+            KA, KD = rows.ka[keep[j:e]].tolist(), rows.kd[keep[j:e]].tolist()
+            added: dict[int, float] = {}
+            removed: dict[int, float] = {}
+            for h in range(j, e):
+                if D[h] >= 0:
+                    if D[h] in added:
+                        del added[D[h]]
+                    else:
+                        removed[D[h]] = KD[h - j]
+                if A[h] >= 0:
+                    if A[h] in removed:
+                        del removed[A[h]]
+                    else:
+                        added[A[h]] = KA[h - j]
+            if added or removed:
+                append(Change(sids[s], times[I[j]],
+                              tuple(oids[o] for o in sorted(added, key=lambda o: (added[o], -oseq[o]))),
+                              tuple(oids[o] for o in sorted(removed, key=lambda o: (removed[o], -oseq[o])))))
+                mark(I[j])
             j = e
+        if tags is not None:
+            tags.extend([base + i for i in emitted])
     for s in queue[: int(counters[C_QUEUE])].tolist():
         if sc.active[s] and eng.index.pending[s]:
             eng.index._place(s)

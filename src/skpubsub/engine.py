@@ -24,7 +24,7 @@ from .io.events import RANGE, Adopt, Backfill, Change, Drop, Event, Match, Notif
 from .results.kbest import insert_newest, remove, threshold
 from .results.refill import refill
 from .store.objects import AliveStore, ObjectTable
-from .subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
+from .subscriptions import K_RANGE, K_TOPK, SubTable
 from .vocab import Vocabulary
 
 
@@ -61,10 +61,10 @@ class Engine:
         self._fifo: deque[int] = deque()  # count window: alive slots, oldest first
         self._holders: dict[int, list[int]] = {}  # object slot -> sub slots that took it (lazy; plain index)
         # expired: objects that left the window; expiry_seconds: time the plain path spent on
-        # those that some result held (a compiled index's kernel removes held objects from
-        # buffers itself, counted in expiry_removals and timed with the arrivals, and hands
-        # an event to the plain path when a buffer needs a refill: expiry_stops; or, never
-        # expected, when it cannot find a holder through the index: expiry_misses).
+        # those that some result held. A compiled index's kernel removes held objects from
+        # buffers (expiry_removals) and refills short ones itself, timed with the arrivals;
+        # refills counts both paths. expiry_stops: runs the kernel handed to the plain path,
+        # only when it cannot find a holder through the index (expiry_misses; never expected).
         self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0,
                       "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0, "refills": 0}
         # Per-event scratch.

@@ -1,16 +1,22 @@
 """Compiled publish path: a run of consecutive ``pub`` events in one kernel call.
 
-For each object the kernel scans, under each of its keywords, the postings of
-its cell on every grid level and the global list, verifies every live
-candidate once, inserts it into k-best buffers, follows shrinking balls
-(tightening a box in place, or re-posting a level finer), and writes one output
-row per affected subscription. It never allocates: Python reserves room for
-``BUDGET`` posting entries before each call, and a re-post that does not fit is
-queued for Python (the old entries stay valid meanwhile, a superset). An object
-leaving the window is handled in the kernel when no buffer holds it; otherwise
-the kernel stops before that event and the engine applies it on its plain
-Python path, so every refill goes through one well-tested route. Arithmetic is that of :mod:`skpubsub.scoring`, in the same
-order, so results are bit-identical to the reference engine.
+For each object the kernel first applies the expiries due before it (SPEC section 2):
+an expiring object that some buffer holds is found in those buffers through the index
+(each holder's region covers it, so probing its cells as an arrival does finds them
+all), leaves them, and a buffer left short of k that may have missed objects is
+refilled from the alive objects (:mod:`skpubsub.results.refill`) and re-posted. Then
+it scans, under each of the object's keywords, the postings of its cell on every grid
+level and the global list, verifies every live candidate once, inserts it into k-best
+buffers and follows shrinking balls (tightening a box in place, or re-posting a level
+finer). Each change becomes an output row; Python merges one pub's rows for one
+subscription into its net notification.
+
+The kernel never allocates: before a call Python reserves posting room and output
+rows, and the kernel stops before an event that might not fit (after finding its
+holders, before changing anything) so Python drains, reserves more and resumes. A
+shrinking ball's re-post that does not fit is queued for Python (its old entries stay
+a superset). Arithmetic is that of :mod:`skpubsub.scoring`, in the same order, so
+results are bit-identical to the reference engine.
 """
 
 from __future__ import annotations
@@ -428,7 +434,7 @@ def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: l
             j += 1
         done = _segment(eng, pubs[i:j], slots[i:j], expire[i:j] if expire else None, out, tags, i)
         i += done
-        if done < j - i + done:  # stopped: a refill is due before this pub
+        if done < j - i + done:  # stopped: a holder not found through the index (never expected)
             _extend(out, tags, eng._apply(pubs[i], slots[i], expire[i] if expire else ()), i)
             i += 1
 
@@ -516,8 +522,7 @@ def _expiries(eng, pubs: list, slots: list[int], expire: list | None) -> tuple[n
 
 def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, tags: list | None,
              base: int) -> int:
-    """Run the kernel over ``pubs``; returns how many it applied (it stops before a pub
-    whose expiries would leave a buffer short of k)."""
+    """Run the kernel over ``pubs``; returns how many it applied (all but on a missing holder)."""
     m = len(pubs)
     exp_off, exp_obj, taken = _expiries(eng, pubs, slots, expire)
     oc, sc, ix, st = eng.objs.cols, eng.subs.cols, eng.index, eng.index.store

@@ -57,14 +57,3 @@ def remove(t: SubTable, s: int, obj: int) -> None:
     keys[i:off + n - 1] = keys[i + 1:off + n]
     c.res_n[s] = n - 1
     c.kth[s] = threshold(t, s)
-
-
-def replace(t: SubTable, s: int, objs: np.ndarray, keys: np.ndarray, complete: bool) -> None:
-    """Set the whole buffer (already ranked, at most kb entries)."""
-    c = t.cols
-    off, n = int(c.res_off[s]), len(objs)
-    t.res.obj[off:off + n] = objs
-    t.res.key[off:off + n] = keys
-    c.res_n[s] = n
-    c.complete[s] = complete and n < int(c.kb[s])
-    c.kth[s] = threshold(t, s)

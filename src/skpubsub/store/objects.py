@@ -76,6 +76,21 @@ class AliveStore:
         self.count = 0  # alive objects
         self.live = 0  # their entries
 
+    def __getstate__(self) -> dict:
+        """Without the postings: they are a function of the alive objects, rebuilt on load
+        without dead entries or spare room (snapshots stay small)."""
+        state = self.__dict__.copy()
+        state["store"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)  # the object table is restored first (it is pickled first)
+        self.store = P.PostingStore()
+        self.count = self.live = 0
+        c = self.objs.cols
+        for o in np.flatnonzero(c.alive[: c.top]).tolist():
+            self.add(o, self.objs.keywords(o))
+
     def add(self, slot: int, kw_ids) -> None:
         kws = np.asarray(kw_ids, dtype=np.int32)
         self.store.reserve(len(kws), len(kws))

@@ -27,8 +27,8 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
            o_refs, o_alive, o_seq, o_kwoff, o_kwlen, o_kw, o_x, o_y, o_wo, o_stamp, st, maxdist,
            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
     """Make the buffer of ``s`` the best ``kb`` alive qualifying objects; ``complete`` iff
-    fewer than ``kb`` qualify (kbest.replace). ``st``: a stamp not yet in ``o_stamp``.
-    Returns the alive postings read: O(P log kb)... O(P kb) worst case."""
+    fewer than ``kb`` qualify. ``st``: a stamp not yet in ``o_stamp``. Returns P, the alive
+    entries read: O(P) plus O(kb) per object that enters the running best ``kb``."""
     ro = res_off[s]
     cap = kb[s]
     for j in range(res_n[s]):

@@ -32,6 +32,7 @@ from .io.events import Change, Match
 from .index import postings as P
 from .index.cgrid import best_level, box_at, cell_of, extent, level_key, post_slot
 from .results.refill import refill
+from .scoring import carries_all, topk_key_ids
 from .store.objects import post_object
 from .subscriptions import K_KNN, K_RANGE
 # counters[] fields
@@ -219,23 +220,11 @@ def publish_run(start, n_active,
         counters[C_CAND] += nc
         for c in range(nc):
             s = cands[c]
-            # Verify (written inline: a call per candidate costs more than the check).
             ks = kind[s]
             off = kw_off[s]
             ln = kw_len[s]
-            if match_all[s] and ln > 1:
-                ok = True
-                for j in range(off, off + ln):
-                    found = False
-                    for v in okw:
-                        if v == kw_id[j]:
-                            found = True
-                            break
-                    if not found:
-                        ok = False
-                        break
-                if not ok:
-                    continue
+            if match_all[s] and ln > 1 and not carries_all(okw, kw_id, off, ln):
+                continue
             if ks == K_RANGE:
                 if rx1[s] <= x <= rx2[s] and ry1[s] <= y <= ry2[s]:
                     _emit(i, s, o, 0.0, -2, 0.0, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
@@ -246,16 +235,8 @@ def publish_run(start, n_active,
             d2 = dx * dx + dy * dy  # scoring.dist2
             if ks == K_KNN:
                 key = d2
-            else:  # scoring.text_sim then scoring.topk_key, same operation order
-                tsim = 0.0
-                for j in range(off, off + ln):
-                    for v in okw:
-                        if v == kw_id[j]:
-                            tsim += kw_ws[j] * wo
-                            break
-                a = alpha[s]
-                ssim = max(0.0, 1.0 - math.sqrt(d2) / maxdist)
-                key = -(a * ssim + (1.0 - a) * tsim)
+            else:
+                key = topk_key_ids(okw, kw_id, kw_ws, off, ln, wo, alpha[s], d2, maxdist)
             if key <= kth[s]:
                 _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
                         kb, complete, o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,

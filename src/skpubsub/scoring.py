@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Container, Sequence
 
+from numba import njit
+
 
 def dist2(sx: float, sy: float, ox: float, oy: float) -> float:
     dx = ox - sx
@@ -43,3 +45,31 @@ def topk_key(alpha: float, maxdist: float, d2: float, tsim: float) -> float:
     """``-score(s, o)`` with ``score = alpha*SSim + (1-alpha)*TSim``."""
     ssim = max(0.0, 1.0 - math.sqrt(d2) / maxdist)
     return -(alpha * ssim + (1.0 - alpha) * tsim)
+
+
+# -- compiled twins for the kernels (keyword ids; inlined where called) -----------------------
+@njit(inline="always", cache=True)
+def carries_all(okw, kw_id, off, ln):
+    """Does an object with keyword ids ``okw`` carry every id of ``kw_id[off:off+ln]``?"""
+    for j in range(off, off + ln):
+        found = False
+        for v in okw:
+            if v == kw_id[j]:
+                found = True
+                break
+        if not found:
+            return False
+    return True
+
+
+@njit(inline="always", cache=True)
+def topk_key_ids(okw, kw_id, kw_ws, off, ln, wo, alpha, d2, maxdist):
+    """``topk_key`` from the squared distance, ``text_sim`` summed in the subscription's
+    keyword order: the same operations in the same order as the functions above."""
+    tsim = 0.0
+    for j in range(off, off + ln):
+        for v in okw:
+            if v == kw_id[j]:
+                tsim += kw_ws[j] * wo
+                break
+    return -(alpha * max(0.0, 1.0 - math.sqrt(d2) / maxdist) + (1.0 - alpha) * tsim)

@@ -11,12 +11,11 @@ Keys use :mod:`skpubsub.scoring`'s arithmetic in its order, as the kernel's do.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
 from ..index import postings as P
+from ..scoring import carries_all, topk_key_ids
 from ..store.objects import alive_entry
 from ..subscriptions import K_KNN
 
@@ -73,35 +72,16 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
                     continue  # seen under another keyword
                 o_stamp[o] = st
                 okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
-                if every:
-                    ok = True
-                    for j in range(off, off + ln):
-                        found = False
-                        for v in okw:
-                            if v == kw_id[j]:
-                                found = True
-                                break
-                        if not found:
-                            ok = False
-                            break
-                    if not ok:
-                        continue
+                if every and not carries_all(okw, kw_id, off, ln):
+                    continue
                 total += 1
                 dx = o_x[o] - sx[s]
                 dy = o_y[o] - sy[s]
                 d2 = dx * dx + dy * dy  # scoring.dist2
                 if ks == K_KNN:
                     key = d2
-                else:  # scoring.text_sim then scoring.topk_key
-                    tsim = 0.0
-                    wo = o_wo[o]
-                    for j in range(off, off + ln):
-                        for v in okw:
-                            if v == kw_id[j]:
-                                tsim += kw_ws[j] * wo
-                                break
-                    a = alpha[s]
-                    key = -(a * max(0.0, 1.0 - math.sqrt(d2) / maxdist) + (1.0 - a) * tsim)
+                else:
+                    key = topk_key_ids(okw, kw_id, kw_ws, off, ln, o_wo[o], alpha[s], d2, maxdist)
                 q = o_seq[o]
                 if n == cap and not (key < res_key[ro + n - 1]
                                      or (key == res_key[ro + n - 1] and q > o_seq[res_obj[ro + n - 1]])):

@@ -72,9 +72,7 @@ class Engine:
         self._matches: list[tuple[int, int]] = []
         self._unref: set[int] = set()
         self._mark = np.zeros(0, dtype=np.bool_)  # keyword id -> carried by the object being verified
-        # Compiled publish path (fastpath.py): per-slot visit stamps, objects it expired.
-        self._stamp = np.zeros(0, dtype=np.int64)
-        self._stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
+        # Compiled publish path (fastpath.py): objects it expired.
         self._dead: list[int] = []
         self._ostamp = np.zeros(0, dtype=np.int64)  # object slot -> last refill that read it
         self._ostamp_next = np.zeros(1, dtype=np.int64)

@@ -29,8 +29,7 @@ import numpy as np
 from numba import njit
 
 from .io.events import Change, Match
-from .index import postings as P
-from .index.cgrid import best_level, box_at, cell_of, extent, level_key, post_slot
+from .index.cgrid import best_level, box_at, extent, post_slot, scan
 from .results.refill import refill
 from .scoring import carries_all, topk_key_ids
 from .store.objects import post_object
@@ -41,55 +40,6 @@ from .subscriptions import K_KNN, K_RANGE
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
-
-
-@njit(cache=True)
-def _scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
-          h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, cands):
-    """Live slots posted under keywords ``okw`` in the cells of (x, y) on every level or
-    globally, each once (``stamp``), into ``cands``; compacts the lists it reads. Returns
-    how many."""
-    nc = 0
-    for w in okw:
-        for level in range(-1, lmax + 1):
-            if level < 0:
-                key = -(np.int64(w) + 1)
-                cx = cy = 0
-            else:
-                cx = cell_of(x, geo[0], geo[2], 1 << level)
-                cy = cell_of(y, geo[1], geo[3], 1 << level)
-                key = level_key(w, level, cx, cy, lmax)
-            p = P.lookup(h_keys, h_vals, key)
-            if p < 0:
-                continue
-            rb = p_head[p]
-            wb = rb
-            wi = 0
-            dropped = 0
-            while rb >= 0:
-                cnt = P.B if rb != p_tail[p] else p_fill[p]
-                for ri in range(cnt):
-                    ent = blk_data[rb * P.B + ri]
-                    s = ent >> 32
-                    # cgrid.live(): current epoch, this level, and its box covers this cell
-                    if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
-                            level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
-                        dropped += 1
-                        continue
-                    blk_data[wb * P.B + wi] = ent  # compact in place
-                    wi += 1
-                    if wi == P.B:
-                        wb = blk_next[wb]
-                        wi = 0
-                    if stamp[s] != st:  # not yet seen under another keyword
-                        stamp[s] = st
-                        cands[nc] = s
-                        nc += 1
-                rb = blk_next[rb]
-            if dropped:
-                P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
-                           blk_free, meta, dropped)
-    return nc
 
 
 @njit(cache=True)
@@ -129,7 +79,7 @@ def publish_run(start, n_active,
                 continue
             okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
             stamp_next[0] += 1
-            nc = _scan(o_x[o], o_y[o], okw, stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
+            nc = scan(o_x[o], o_y[o], okw, stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                        h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
                        blk_free, meta, cands)
             found = 0
@@ -214,7 +164,7 @@ def publish_run(start, n_active,
             post_object(a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
                         o, o_seq[o], okw)
         stamp_next[0] += 1
-        nc = _scan(x, y, okw, stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
+        nc = scan(x, y, okw, stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                    cands)
         counters[C_CAND] += nc
@@ -423,15 +373,9 @@ def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: l
 def held_by(eng, o: int) -> list[int]:
     """Slots whose buffer holds object ``o``, found through the index (the plain path's
     expiry on a compiled index): each holder's region covers ``o``."""
-    sc, oc, ix = eng.subs.cols, eng.objs.cols, eng.index
-    ix._fit(sc.capacity - 1)
-    if len(eng._stamp) < sc.capacity:
-        eng._stamp = np.full(sc.capacity, -1, dtype=np.int64)
-    cands = np.empty(sc.capacity, dtype=np.int64)
-    eng._stamp_next[0] += 1
-    nc = _scan(oc.x[o], oc.y[o], eng.objs.keywords(o), eng._stamp_next[0], sc.active, ix.epoch, ix.level, ix.box,
-               eng._stamp, ix.geo, ix.lmax, *ix.store.arrays, cands)
-    return _holding(cands[:nc], o, sc.kind, sc.res_off, sc.res_n, eng.subs.res.obj).tolist()
+    sc, oc = eng.subs.cols, eng.objs.cols
+    cands = eng.index.candidates(oc.x[o], oc.y[o], eng.objs.keywords(o))
+    return _holding(cands, o, sc.kind, sc.res_off, sc.res_n, eng.subs.res.obj).tolist()
 
 
 @njit(cache=True)
@@ -509,8 +453,6 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     oc, sc, ix, st = eng.objs.cols, eng.subs.cols, eng.index, eng.index.store
     objs = eng.objs
     ix._fit(sc.capacity - 1)
-    if len(eng._stamp) < sc.capacity:
-        eng._stamp = np.full(sc.capacity, -1, dtype=np.int64)
     b_obj = np.array(slots, dtype=np.int64)
     kw_lists = [objs.keywords(o) for o in slots]
     b_kwoff = np.zeros(m + 1, dtype=np.int64)
@@ -541,7 +483,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
         if retains:
             eng.alive.store.reserve(len(b_kw), len(b_kw))
         nxt, status = publish_run(
-            start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, exp_off, exp_obj, eng._stamp_next,
+            start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, exp_off, exp_obj, ix.stamp_next,
             oc.refs, oc.alive, oc.seq, oc.x, oc.y, oc.kw_off, oc.kw_len, objs.kw.id, oc.wo,
             eng._ostamp, eng._ostamp_next, *eng.alive.store.arrays, retains,
             sc.active, sc.kind, sc.match_all, sc.x, sc.y, sc.rx1, sc.ry1, sc.rx2, sc.ry2, sc.k, sc.alpha,
@@ -549,7 +491,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             eng.subs.res.obj, eng.subs.res.key, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            eng._stamp, cands, hold_s, hold_p, old_o, old_k,
+            ix.stamp, cands, hold_s, hold_p, old_o, old_k,
             *rows.arrays, queue, dead, counters)
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
         if retains:

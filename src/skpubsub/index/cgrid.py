@@ -195,6 +195,8 @@ class CompiledGrid:
         self.box = np.full((cap, 4), -1, dtype=np.int32)
         self.nkw = np.zeros(cap, dtype=np.int32)  # keywords posted under (0: not posted)
         self.kw0 = np.full(cap, -1, dtype=np.int32)  # the one keyword an `all` subscription is posted under
+        self.stamp = np.full(cap, -1, dtype=np.int64)  # last probe that met the slot (scan)
+        self.stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
         self.live_entries = 0
         self._refreshed_at = max(1, int(refresh_from))  # objects seen at the next review of `all` postings
         self.refreshed = 0  # `all` subscriptions re-posted under a newly least frequent keyword
@@ -232,6 +234,7 @@ class CompiledGrid:
         self.box = box
         self.nkw = P._grown(self.nkw, cap, 0)
         self.kw0 = P._grown(self.kw0, cap, -1)
+        self.stamp = P._grown(self.stamp, cap, -1)
 
     def _region(self, s: int) -> tuple[int, np.ndarray]:
         """(best level or -1, its cell box) of the slot's current region."""
@@ -337,11 +340,12 @@ class CompiledGrid:
         self.live_entries -= (before - self._cells(s)) * int(self.nkw[s])
 
     def candidates(self, x: float, y: float, kw_ids) -> np.ndarray:
-        st = self.store
         self._fit(self.subs.cols.capacity - 1)
-        return _candidates(st.h_keys, st.h_vals, st.p_head, st.p_tail, st.p_fill, st.blk_next, st.blk_data,
-                           np.asarray(kw_ids, dtype=np.int32), x, y, self.geo, self.lmax,
-                           self.epoch, self.level, self.box, self.subs.cols.active)
+        cands = np.empty(len(self.epoch), dtype=np.int64)
+        self.stamp_next[0] += 1
+        n = scan(x, y, np.asarray(kw_ids, dtype=np.int32), self.stamp_next[0], self.subs.cols.active, self.epoch,
+                 self.level, self.box, self.stamp, self.geo, self.lmax, *self.store.arrays, cands)
+        return np.sort(cands[:n])
 
     @property
     def nbytes(self) -> int:
@@ -396,11 +400,13 @@ def _has_entry(h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, key, 
 
 
 @njit(cache=True)
-def _candidates(h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, kws, x, y, geo, lmax,
-                epoch, lvl, box, active):
-    """Live slots posted under the object's keywords in its cells or globally (read only)."""
-    out = []
-    for w in kws:
+def scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
+          h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, cands):
+    """Live slots posted under keywords ``okw`` in the cells of (x, y) on every level or
+    globally, each once (``stamp[s] = st``, a stamp not used before), into ``cands``;
+    compacts the lists it reads. Returns how many. The publish kernel's probe too."""
+    nc = 0
+    for w in okw:
         for level in range(-1, lmax + 1):
             if level < 0:
                 key = -(np.int64(w) + 1)
@@ -412,14 +418,31 @@ def _candidates(h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, kws,
             p = P.lookup(h_keys, h_vals, key)
             if p < 0:
                 continue
-            b = p_head[p]
-            while b >= 0:
-                cnt = P.B if b != p_tail[p] else p_fill[p]
-                for i in range(cnt):
-                    e = blk_data[b * P.B + i]
-                    s = e >> 32
-                    if live(e, s, level, cx, cy, epoch, lvl, box, active):
-                        out.append(s)
-                b = blk_next[b]
-    arr = np.array(out, dtype=np.int64) if len(out) else np.empty(0, dtype=np.int64)
-    return np.unique(arr)
+            rb = p_head[p]
+            wb = rb
+            wi = 0
+            dropped = 0
+            while rb >= 0:
+                cnt = P.B if rb != p_tail[p] else p_fill[p]
+                for ri in range(cnt):
+                    ent = blk_data[rb * P.B + ri]
+                    s = ent >> 32
+                    # cgrid.live(): current epoch, this level, and its box covers this cell
+                    if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
+                            level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+                        dropped += 1
+                        continue
+                    blk_data[wb * P.B + wi] = ent  # compact in place
+                    wi += 1
+                    if wi == P.B:
+                        wb = blk_next[wb]
+                        wi = 0
+                    if stamp[s] != st:  # not yet seen under another keyword
+                        stamp[s] = st
+                        cands[nc] = s
+                        nc += 1
+                rb = blk_next[rb]
+            if dropped:
+                P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
+                           blk_free, meta, dropped)
+    return nc

@@ -21,10 +21,10 @@ import numpy as np
 from .config import Space, Window
 from .index import INDEXES
 from .io.events import RANGE, Adopt, Backfill, Change, Drop, Event, Match, Notification, Pub, Sub, Tick, Unsub
-from .results.kbest import insert_newest, remove, threshold
-from .results.refill import refill
+from .results.kbest import insert_newest, remove
+from .results.refill import POOL, refill
 from .store.objects import AliveStore, ObjectTable
-from .subscriptions import K_RANGE, K_TOPK, SubTable
+from .subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable
 from .vocab import Vocabulary
 
 
@@ -34,15 +34,18 @@ class Engine:
     ``Engine(window="count:1000", space=Space(...), index="grid", grid=64)``;
     extra keyword arguments go to the index. ``apply(events)`` returns the
     notifications; ``results(id)`` / ``all_results()`` read current results.
-    ``kmax``: under a window, each kNN/top-k subscription buffers ``ceil(kmax*k)``
-    objects (at most 4k) so most expiries need no re-evaluation (CkQST's kmax).
+    ``buffer``: under a window, how kNN/top-k results are buffered so that most expiries
+    need no re-evaluation — ``kmax``, ``skyband`` or ``cskyband`` (see ``SubTable``);
+    ``kmax``: each buffer holds up to ``ceil(kmax*k)`` objects (at most 4k; default 2 for
+    ``kmax``, 4 for the k-skyband policies).
     ``external_expiry``: objects leave the window only when told (``apply_routed``),
     as a worker among several is: it sees a part of the stream, the dispatcher knows
     the whole window.
     """
 
     def __init__(self, window: Window | str = "none", space: Space | None = None,
-                 index: str = "grid", kmax: float = 2.0, external_expiry: bool = False,
+                 index: str = "grid", kmax: float | None = None, buffer: str = "kmax",
+                 external_expiry: bool = False,
                  **index_params: Any) -> None:
         if index not in INDEXES:
             raise ValueError(unknown_index(index))
@@ -50,7 +53,11 @@ class Engine:
         self.space = space or Space()
         self.maxdist = self.space.maxdist
         self.vocab = Vocabulary()
-        self.subs = SubTable(kmax if self.window.retains else 1.0)
+        if kmax is None:
+            kmax = 2.0 if buffer == "kmax" else 4.0
+        retains = self.window.retains
+        self.subs = SubTable(kmax if retains else 1.0, buffer if retains else "kmax")
+        self.buffer = buffer
         self.objs = ObjectTable()
         self.alive = AliveStore(self.objs)
         self.index = INDEXES[index](self.subs, self.vocab, self.space, **index_params)
@@ -66,7 +73,8 @@ class Engine:
         # refills counts both paths. expiry_stops: runs the kernel handed to the plain path,
         # only when it cannot find a holder through the index (expiry_misses; never expected).
         self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0,
-                      "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0, "refills": 0}
+                      "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0, "refills": 0,
+                      "refill_reads": 0}
         # Per-event scratch.
         self._old: dict[int, list[int]] = {}
         self._matches: list[tuple[int, int]] = []
@@ -76,6 +84,7 @@ class Engine:
         self._dead: list[int] = []
         self._ostamp = np.zeros(0, dtype=np.int64)  # object slot -> last refill that read it
         self._ostamp_next = np.zeros(1, dtype=np.int64)
+        self._cands = (np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))  # refill scratch
         self.external = external_expiry
         self._alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
 
@@ -266,7 +275,7 @@ class Engine:
         self._unref.add(o)
 
     def _take(self, s: int, o: int) -> None:
-        self.objs.cols.refs[o] += 1
+        """Remember that ``s`` may hold ``o`` (the plain index's expiry reads it)."""
         if self.window.retains and not self.compiled:  # a compiled index finds holders itself
             self._holders.setdefault(o, []).append(s)
 
@@ -280,6 +289,8 @@ class Engine:
         expiry = math.inf
         if w.kind == "time":
             expiry = ev.expires if ev.expires is not None else float(ev.t) + w.span
+        elif w.kind == "count":  # what orders departures: the k-skyband's dominance reads it
+            expiry = float(ev.seq)
         return self.objs.add(ev, kw, expiry, alive=w.retains)
 
     def _publish(self, ev: Pub, o: int) -> None:
@@ -333,12 +344,13 @@ class Engine:
             key[top] = -(alpha * ssim + (1.0 - alpha) * tsim)  # scoring.topk_key
         enter = key <= c.kth[cs]
         self.stats["affected"] += int((rng & ok & inside).sum()) + int(enter.sum())
+        refs, life = self.objs.cols.refs, self.objs.cols.expiry
         for s, k in zip(cs[enter].tolist(), key[enter].tolist()):
             self._touch(s)
             self._take(s, o)
-            dropped = insert_newest(t, s, o, k)
+            dropped = insert_newest(t, s, o, k, refs, life)
             if dropped >= 0:
-                self._release(dropped)
+                self._unref.add(dropped)
             self.index.update(s)
 
     def _keywords_ok(self, cand: np.ndarray) -> np.ndarray:
@@ -403,14 +415,24 @@ class Engine:
         c, oc = self.subs.cols, self.objs.cols
         self._fit_object_stamps()
         self._ostamp_next[0] += 1
-        refill(s, c.kind, c.match_all, c.x, c.y, c.alpha, c.kw_off, c.kw_len, self.subs.kw.id, self.subs.kw.ws,
-               self.vocab.freq, c.res_off, c.res_n, c.kth, self.subs.res.obj, self.subs.res.key, c.kb, c.complete,
-               oc.refs, oc.alive, oc.seq, oc.kw_off, oc.kw_len, self.objs.kw.id, oc.x, oc.y, oc.wo,
-               self._ostamp, self._ostamp_next[0], self.maxdist, *self.alive.store.arrays)
+        hk, hq, ho = self._scratch(int(c.kb[s]))
+        self.stats["refill_reads"] += refill(
+            s, c.kind, c.match_all, c.x, c.y, c.alpha, c.kw_off, c.kw_len, self.subs.kw.id, self.subs.kw.ws,
+            self.vocab.freq, c.res_off, c.res_n, c.kth, self.subs.res.obj, self.subs.res.key, self.subs.res.dom,
+            c.kb, c.k, c.complete, self.subs.policy, oc.refs, oc.alive, oc.seq, oc.expiry, oc.kw_off, oc.kw_len,
+            self.objs.kw.id, oc.x, oc.y, oc.wo, self._ostamp, self._ostamp_next[0], self.maxdist, hk, hq, ho,
+            *self.alive.store.arrays)
         self.stats["refills"] += 1
         if self.window.retains and not self.compiled:
             for o in self.subs.buffer(s).tolist():
                 self._holders.setdefault(o, []).append(s)
+
+    def _scratch(self, kb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The refill's candidate arrays, for buffers of up to ``kb`` entries."""
+        need = kb * POOL
+        if len(self._cands[0]) < need:
+            self._cands = (np.empty(need), np.empty(need), np.empty(need, dtype=np.int64))
+        return self._cands
 
     def _fit_object_stamps(self) -> None:
         cap = self.objs.cols.capacity
@@ -453,7 +475,20 @@ class Engine:
             assert n <= c.kb[s] and k <= c.kb[s]
             assert n >= k or c.complete[s], "buffer short of k but not known complete"
             assert np.all(np.diff(keys) >= 0), "result not ranked"
-            assert c.kth[s] == threshold(self.subs, s)
+            seqs = oc.seq[objs]
+            assert np.all((np.diff(keys) > 0) | (np.diff(seqs) < 0)), "ties not newest first"
+            if c.complete[s]:
+                assert c.kth[s] == math.inf and n < c.kb[s], "a complete buffer admits everything"
+            elif n:
+                assert c.kth[s] >= keys[-1], "entry rule below the buffer's last entry"
+                assert n < c.kb[s] or c.kth[s] == keys[-1], "a full buffer admits only what beats its last"
+            dom = self.subs.res.dom[off:off + n]
+            if self.subs.policy == B_KMAX:
+                assert not dom.any()
+            else:
+                life = oc.expiry[objs]
+                for j in range(n):  # its dominators: ranked before it, leaving no earlier
+                    assert dom[j] == int((life[:j] >= life[j]).sum()) < k, "dominance count wrong"
             np.add.at(refs, objs, 1)
             if self.window.retains:
                 assert oc.alive[objs].all(), "result holds a dead object"

@@ -30,13 +30,14 @@ from numba import njit
 
 from .io.events import Change, Match
 from .index.cgrid import best_level, box_at, extent, post_slot, scan
+from .results.kbest import after_put, put
 from .results.refill import refill
 from .scoring import carries_all, topk_key_ids
 from .store.objects import post_object
 from .subscriptions import K_KNN, K_RANGE
 # counters[] fields
 (C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED, C_NEED,
- C_NEED_ROWS, C_REFILLS) = range(13)
+ C_NEED_ROWS, C_REFILLS, C_READS) = range(14)
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
@@ -45,14 +46,14 @@ DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
 @njit(cache=True)
 def publish_run(start, n_active,
                 b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, exp_off, exp_obj, stamp_next,
-                o_refs, o_alive, o_seq, o_x, o_y, o_kwoff, o_kwlen, o_kw, o_wo, o_stamp, o_next,
+                o_refs, o_alive, o_seq, o_life, o_x, o_y, o_kwoff, o_kwlen, o_kw, o_wo, o_stamp, o_next,
                 a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
-                retains,
+                retains, policy,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
-                kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, kb, complete,
+                kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, res_dom, kb, complete,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                 epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp,
-                cands, hold_s, hold_p, old_o, old_k,
+                cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
                 out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters):
     """Process pubs ``start..`` of the batch; returns (next index, status)."""
     maxdist = geo[4]
@@ -111,7 +112,7 @@ def publish_run(start, n_active,
             counters[C_NEED_ROWS] = rows
             return i, STOP_FULL
         for h in range(nh):
-            _remove(i, hold_s[h], exp_obj[hold_p[h]], k, res_off, res_n, kth, res_obj, res_key, complete,
+            _remove(i, hold_s[h], exp_obj[hold_p[h]], k, res_off, res_n, res_obj, res_key, res_dom,
                     o_refs, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
         for e in range(exp_off[i], exp_off[i + 1]):
             o_alive[exp_obj[e]] = False
@@ -127,10 +128,11 @@ def publish_run(start, n_active,
                     old_o[j] = res_obj[ro + j]
                     old_k[j] = res_key[ro + j]
                 o_next[0] += 1
-                refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq,
-                       res_off, res_n, kth, res_obj, res_key, kb, complete,
-                       o_refs, o_alive, o_seq, o_kwoff, o_kwlen, o_kw, o_x, o_y, o_wo, o_stamp, o_next[0],
-                       maxdist, a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree,
+                counters[C_READS] += refill(
+                       s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq,
+                       res_off, res_n, kth, res_obj, res_key, res_dom, kb, k, complete, policy,
+                       o_refs, o_alive, o_seq, o_life, o_kwoff, o_kwlen, o_kw, o_x, o_y, o_wo, o_stamp, o_next[0],
+                       maxdist, hk, hq, ho, a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree,
                        a_meta)
                 counters[C_REFILLS] += 1
                 nnew = min(res_n[s], kk)
@@ -188,8 +190,8 @@ def publish_run(start, n_active,
             else:
                 key = topk_key_ids(okw, kw_id, kw_ws, off, ln, wo, alpha[s], d2, maxdist)
             if key <= kth[s]:
-                _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
-                        kb, complete, o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+                _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key, res_dom,
+                        kb, complete, policy != 0, o_refs, o_life, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
                         out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, counters,
                         match_all, kw_off, kw_len, kw_id, freq, epoch,
                         h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
@@ -198,11 +200,10 @@ def publish_run(start, n_active,
 
 
 @njit(cache=True)
-def _remove(i, s, o, k, res_off, res_n, kth, res_obj, res_key, complete, o_refs,
+def _remove(i, s, o, k, res_off, res_n, res_obj, res_key, res_dom, o_refs,
             out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters):
-    """Take object ``o`` out of the k-best list of ``s`` (the caller checked that at least
-    k stay or the list is complete, so no refill is due); as kbest.remove. The region
-    only shrinks (kbest.threshold), so the postings stay a superset."""
+    """Take object ``o`` (leaving the window) out of the k-best list of ``s``; as
+    kbest.remove: the entry rule and the region stand, no dominator count changes."""
     ro = res_off[s]
     nn = res_n[s]
     kk = k[s]
@@ -219,47 +220,31 @@ def _remove(i, s, o, k, res_off, res_n, kth, res_obj, res_key, complete, o_refs,
     for j in range(pos, nn - 1):
         res_key[ro + j] = res_key[ro + j + 1]
         res_obj[ro + j] = res_obj[ro + j + 1]
-    nn -= 1
-    res_n[s] = nn
+        res_dom[ro + j] = res_dom[ro + j + 1]
+    res_n[s] = nn - 1
     o_refs[o] -= 1
     counters[C_REMOVED] += 1
-    kth[s] = res_key[ro + nn - 1] if (nn > 0 and not complete[s]) else np.inf  # kbest.threshold (now nn < kb)
 
 
 @njit(cache=True)
-def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key,
-            kb, complete, o_refs, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key, res_dom,
+            kb, complete, prune, o_refs, o_life, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
             out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, counters,
             match_all, kw_off, kw_len, kw_id, freq, epoch,
             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
-    """Put object ``o`` into the k-best list of ``s`` (its key is ``<= kth``) and follow the ball."""
-    # Insert the newest object before equal keys (it wins ties); O(kb). See SubTable for
-    # the buffer (kb >= k entries, the result is its first k) and its entry rule.
+    """Put object ``o`` into the k-best list of ``s`` (its key is ``<= kth``; kbest.put)
+    and follow the region."""
     ro = res_off[s]
     nn = res_n[s]
     kk = k[s]
     cap = kb[s]
-    pos = nn
-    while pos > 0 and res_key[ro + pos - 1] >= key:
-        pos -= 1
-    left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if pos < k
+    left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if o enters them
     left_key = res_key[ro + kk - 1] if nn >= kk else 0.0
-    if nn == cap:
-        o_refs[res_obj[ro + cap - 1]] -= 1
-        end = cap - 1
-    else:
-        end = nn
-        nn += 1
-        res_n[s] = nn
-    if nn == cap:  # full: from now on objects may pass it by unseen
-        complete[s] = False
-    for j in range(end, pos, -1):
-        res_key[ro + j] = res_key[ro + j - 1]
-        res_obj[ro + j] = res_obj[ro + j - 1]
-    res_key[ro + pos] = key
-    res_obj[ro + pos] = o
-    o_refs[o] += 1
-    kth[s] = res_key[ro + nn - 1] if (nn == cap or not complete[s]) else np.inf  # kbest.threshold
+    nn, _, pos = put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, prune)
+    if pos < 0:  # dominated by k objects that stay as long as it does
+        return
+    res_n[s] = nn
+    after_put(s, nn, cap, res_key, ro, kth, complete)
     _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
             match_all, kw_off, kw_len, kw_id, freq, epoch,
             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
@@ -470,6 +455,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     maxk = int(sc.k[: sc.top].max()) if sc.top else 1
     old_o = np.empty(maxk, dtype=np.int64)
     old_k = np.empty(maxk)
+    hk, hq, ho = eng._scratch(int(sc.kb[: sc.top].max()) if sc.top else 1)
     dead = np.empty(max(1, len(exp_obj)), dtype=np.int64)
     eng._fit_object_stamps()
     retains = eng.window.retains
@@ -477,21 +463,21 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     status = DONE
     budget = BUDGET
     while True:
-        counters = np.zeros(13, dtype=np.int64)
+        counters = np.zeros(14, dtype=np.int64)
         counters[C_BUDGET] = budget
         st.reserve(budget, budget)
         if retains:
             eng.alive.store.reserve(len(b_kw), len(b_kw))
         nxt, status = publish_run(
             start, sc.count, b_obj, b_x, b_y, b_kwoff, b_kw, b_wo, exp_off, exp_obj, ix.stamp_next,
-            oc.refs, oc.alive, oc.seq, oc.x, oc.y, oc.kw_off, oc.kw_len, objs.kw.id, oc.wo,
-            eng._ostamp, eng._ostamp_next, *eng.alive.store.arrays, retains,
+            oc.refs, oc.alive, oc.seq, oc.expiry, oc.x, oc.y, oc.kw_off, oc.kw_len, objs.kw.id, oc.wo,
+            eng._ostamp, eng._ostamp_next, *eng.alive.store.arrays, retains, eng.subs.policy,
             sc.active, sc.kind, sc.match_all, sc.x, sc.y, sc.rx1, sc.ry1, sc.rx2, sc.ry2, sc.k, sc.alpha,
             sc.kw_off, sc.kw_len, eng.subs.kw.id, eng.subs.kw.ws, sc.res_off, sc.res_n, sc.kth,
-            eng.subs.res.obj, eng.subs.res.key, sc.kb, sc.complete,
+            eng.subs.res.obj, eng.subs.res.key, eng.subs.res.dom, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            ix.stamp, cands, hold_s, hold_p, old_o, old_k,
+            ix.stamp, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
             *rows.arrays, queue, dead, counters)
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
         if retains:
@@ -599,6 +585,7 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list 
     eng.stats["expiry_misses"] += int(counters[C_MISS])
     eng.stats["expiry_removals"] += int(counters[C_REMOVED])
     eng.stats["refills"] += int(counters[C_REFILLS])
+    eng.stats["refill_reads"] += int(counters[C_READS])
 
 
 def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:

@@ -12,23 +12,41 @@ from .scoring import unit_weights
 
 KIND_CODE = {RANGE: 0, KNN: 1, TOPK: 2}
 K_RANGE, K_KNN, K_TOPK = 0, 1, 2
+# Result buffer policies under a window (how a buffer is refilled and pruned).
+BUFFERS = ("kmax", "skyband", "cskyband")
+B_KMAX, B_SKYBAND, B_CSKYBAND = range(3)
 
 
 class SubTable:
     """Columnar subscriptions; keyword ids + unit weights in one pool, k-best buffers in another.
 
-    A kNN/top-k subscription keeps a buffer ``B`` of up to ``kb >= k`` objects
-    (CkQST's ``kmax`` strategy): ``B`` is always exactly the best ``|B|`` alive
-    qualifying objects, and the result is its first ``k``. An object leaving the
-    window just leaves ``B``, which stays exact; only when fewer than ``k`` remain
-    (and ``B`` is not known to hold every alive qualifying object, ``complete``,
-    which only a buffer that was never full can be) is the buffer recomputed. A new object enters ``B`` iff its key is ``<= kth``, where ``kth``
-    is the key of ``B``'s last entry when ``B`` is full or incomplete, else
-    ``inf`` (the newest object wins ties). Without a window ``kb = k``.
+    A kNN/top-k subscription keeps a buffer ``B`` of up to ``kb >= k`` objects in rank
+    order (key, then newest first); the result is its first ``k``. The invariant: ``B``
+    holds exactly the alive qualifying objects that rank no later than the entry rule
+    ``kth`` and — under a k-skyband policy — have fewer than k dominators (``dom``: the
+    objects ranked before it that leave no earlier; such an object can never be in the
+    result again). An arriving object enters iff its key is ``<= kth`` (it is the newest,
+    so it ranks before equal keys). ``kth`` is ``inf`` while ``B`` is ``complete`` (it
+    holds all that qualify); a full buffer sets it to its last key; a refill sets it to
+    the threshold it chose. An object leaving the window just leaves ``B``, which stays
+    exact; only when fewer than ``k`` remain and ``B`` is not complete is it refilled
+    (:mod:`skpubsub.results.refill`, which also picks the policy's threshold):
+
+    - ``kmax`` (CkQST's baseline, after Yi et al.): ``kb = ceil(kmax*k)``, the best ``kb``;
+    - ``skyband`` (Mouratidis et al., Skype's baseline): the k-skyband of the objects
+      scoring at least 0.95 of the k-th score;
+    - ``cskyband`` (Skype Section 6.2): the k-skyband above a threshold chosen per
+      subscription by the cost model of Eqs. 9-13.
+
+    Without a window ``kb = k`` and nothing is pruned.
     """
 
-    def __init__(self, kmax: float = 1.0) -> None:
+    def __init__(self, kmax: float = 1.0, buffer: str = "kmax") -> None:
+        if buffer not in BUFFERS:
+            raise ValueError(f"unknown buffer policy {buffer!r}; known: {', '.join(BUFFERS)}")
         self.kmax = kmax
+        self.policy = BUFFERS.index(buffer)
+        self.prune = self.policy != B_KMAX
         self.cols = Columns({
             "active": (np.bool_, False), "kind": (np.int8, 0), "match_all": (np.bool_, False),
             "x": (np.float64, 0.0), "y": (np.float64, 0.0),
@@ -39,7 +57,7 @@ class SubTable:
             "kb": (np.int32, 0), "complete": (np.bool_, True),
         })
         self.kw = SegmentPool({"id": np.int32, "ws": np.float64})
-        self.res = SegmentPool({"obj": np.int64, "key": np.float64})
+        self.res = SegmentPool({"obj": np.int64, "key": np.float64, "dom": np.int32})
         self.ids: list[object] = []
         self.slot_of: dict[object, int] = {}
 

@@ -1,59 +1,100 @@
 """k-best buffer operations on :class:`skpubsub.subscriptions.SubTable` (O(kb) each).
 
-See ``SubTable`` for the buffer invariant; ``threshold`` restates its entry rule.
+See ``SubTable`` for the buffer invariant. ``put`` is the one insertion, compiled,
+shared by the plain path (``insert_newest``) and the publish kernel; under a
+k-skyband policy it also counts dominators and evicts (Skype Section 6.1).
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+from numba import njit
 
 from ..subscriptions import SubTable
 
 
-def threshold(t: SubTable, s: int) -> float:
-    """Key an arriving object must not exceed to enter the buffer."""
-    c = t.cols
-    n = int(c.res_n[s])
-    if n and (n == c.kb[s] or not c.complete[s]):
-        return float(t.res.key[int(c.res_off[s]) + n - 1])
-    return math.inf
+@njit(cache=True)
+def put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, prune):
+    """Insert the newest object ``o`` (key ``<= kth``) into the ``nn``-entry buffer at
+    ``ro``; it goes before equal keys (the newest wins ties). Returns (new length, object
+    pushed out past ``cap`` or -1, its position or -1 when not placed).
 
-
-def insert_newest(t: SubTable, s: int, obj: int, key: float) -> int:
-    """Insert the newest object (it wins ties, so it goes before equal keys).
-
-    The caller has checked ``key <= kth``. Returns the object slot pushed out of
-    a full buffer, or -1.
-    """
-    c = t.cols
-    off, n, kb = int(c.res_off[s]), int(c.res_n[s]), int(c.kb[s])
-    keys, objs = t.res.key, t.res.obj
-    pos = off + int(np.searchsorted(keys[off:off + n], key, side="left"))
+    ``prune`` (a k-skyband policy): ``o`` dominates each entry it ranks before and
+    outlives (``o_life``: when an object leaves; CkQST Definition 6, Skype Definition 10
+    where objects leave in arrival order), and is dominated by each entry before it that
+    outlives it. An entry with ``kk`` dominators can never rank in the first ``kk`` again
+    (they leave no earlier than it does), so it leaves — or ``o`` is not placed at all."""
+    pos = nn
+    while pos > 0 and res_key[ro + pos - 1] >= key:
+        pos -= 1
+    life = o_life[o]
+    mine = 0
+    if prune:
+        for j in range(pos):
+            if o_life[res_obj[ro + j]] >= life:
+                mine += 1
+        if mine >= kk:
+            return nn, -1, -1
+    w = nn
+    if prune:
+        w = pos
+        for j in range(pos, nn):
+            d = res_dom[ro + j]
+            if o_life[res_obj[ro + j]] <= life:
+                d += 1
+                if d >= kk:
+                    o_refs[res_obj[ro + j]] -= 1
+                    continue
+            res_key[ro + w] = res_key[ro + j]
+            res_obj[ro + w] = res_obj[ro + j]
+            res_dom[ro + w] = d
+            w += 1
     dropped = -1
-    if n == kb:
-        dropped = int(objs[off + kb - 1])
-        end = off + kb - 1
-    else:
-        end = off + n
-        c.res_n[s] = n + 1
-    if c.res_n[s] == kb:  # full: from now on objects may pass it by unseen
-        c.complete[s] = False
-    keys[pos + 1:end + 1] = keys[pos:end]
-    objs[pos + 1:end + 1] = objs[pos:end]
-    keys[pos], objs[pos] = key, obj
-    c.kth[s] = threshold(t, s)
-    return dropped
+    if w == cap:
+        w -= 1
+        dropped = res_obj[ro + w]
+        o_refs[dropped] -= 1
+    for j in range(w, pos, -1):
+        res_key[ro + j] = res_key[ro + j - 1]
+        res_obj[ro + j] = res_obj[ro + j - 1]
+        res_dom[ro + j] = res_dom[ro + j - 1]
+    res_key[ro + pos] = key
+    res_obj[ro + pos] = o
+    res_dom[ro + pos] = mine
+    o_refs[o] += 1
+    return w + 1, dropped, pos
+
+
+@njit(inline="always", cache=True)
+def after_put(s, n, cap, res_key, ro, kth, complete):
+    """The entry rule after an insertion: a full buffer admits only what beats its last
+    entry from now on (objects may pass it by unseen, so it is no longer complete)."""
+    if n == cap:
+        complete[s] = False
+        kth[s] = res_key[ro + n - 1]
+
+
+def insert_newest(t: SubTable, s: int, obj: int, key: float, refs: np.ndarray, life: np.ndarray) -> int:
+    """Plain-path insertion (the caller checked ``key <= kth``); updates ``refs``.
+    Returns the object pushed out past the buffer's capacity, or -1."""
+    c = t.cols
+    ro = int(c.res_off[s])
+    n, dropped, _ = put(ro, int(c.res_n[s]), int(c.kb[s]), int(c.k[s]), key, obj, t.res.key, t.res.obj, t.res.dom,
+                        refs, life, t.prune)
+    c.res_n[s] = n
+    after_put(s, n, int(c.kb[s]), t.res.key, ro, c.kth, c.complete)
+    return int(dropped)
 
 
 def remove(t: SubTable, s: int, obj: int) -> None:
-    """Take ``obj`` (a member) out of the buffer; the rest stays exact."""
+    """Take ``obj`` (a member, leaving the window) out of the buffer. The rest stays
+    exact; the entry rule ``kth`` stands (nothing newly alive ranks below it), and no
+    dominator count changes (whatever ``obj`` dominates leaves no later than it)."""
     c = t.cols
     off, n = int(c.res_off[s]), int(c.res_n[s])
-    objs, keys = t.res.obj, t.res.key
+    objs, keys, dom = t.res.obj, t.res.key, t.res.dom
     i = off + int(np.flatnonzero(objs[off:off + n] == obj)[0])
     objs[i:off + n - 1] = objs[i + 1:off + n]
     keys[i:off + n - 1] = keys[i + 1:off + n]
+    dom[i:off + n - 1] = dom[i + 1:off + n]
     c.res_n[s] = n - 1
-    c.kth[s] = threshold(t, s)

@@ -5,11 +5,16 @@ Both the engine's plain path and the publish kernel (:mod:`skpubsub.fastpath`) c
 and when a kNN/top-k subscription registers under a retaining window. It reads the
 alive-object postings (:class:`skpubsub.store.objects.AliveStore`) of the
 subscription's keywords — for an all-keywords kNN only the rarest one, verifying the
-rest — and keeps the best ``kb`` by key, newest first on ties (SubTable's rule).
-Keys use :mod:`skpubsub.scoring`'s arithmetic in its order, as the kernel's do.
+rest — keeps the best candidates by key, newest first on ties (SubTable's rule), and
+makes the buffer by the engine's policy (see ``SubTable``): the best ``kb`` (``kmax``),
+or the k-skyband of the candidates up to a threshold (``skyband``: 0.95 of the k-th
+score; ``cskyband``: Skype's cost model, ``cost``). Keys use :mod:`skpubsub.scoring`'s
+arithmetic in its order, as the kernel's do.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
@@ -17,19 +22,62 @@ from numba import njit
 from ..index import postings as P
 from ..scoring import carries_all, topk_key_ids
 from ..store.objects import alive_entry
-from ..subscriptions import K_KNN
+from ..subscriptions import B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
+
+SKYBAND_RATIO = 0.95  # Skype's tuned Skyband baseline: theta = 0.95 * kScore (Section 7)
+POOL = 16  # a k-skyband policy weighs up to POOL*kb best candidates for its threshold
+
+
+@njit(cache=True)
+def cost(j, k, topk):
+    """Skype Eq. 13 for a threshold admitting the best ``j`` objects, up to the factor
+    1/|W| shared by every ``j`` (so the window size drops out of the minimisation):
+    C = prob*k*ln(|W|*prob/k) + C_topk / Z', Eq. 9 and Eq. 10 with Z' of Eq. 12, where
+    |A'_init| = |W|*prob = j. ``topk``: C_topk, the entries this re-evaluation read."""
+    a = float(j)
+    z = 2.0 * (a - k + 1.0) * a + (a - k + 1.0) * (a - k + 2.0)  # Eq. 12 times prob
+    return a * k * math.log(a / k) + topk * a / z
+
+
+@njit(inline="always", cache=True)
+def _worse(k1, q1, k2, q2):
+    """Does (key k1, seq q1) rank after (k2, q2)? Keys ascending, newest first on ties."""
+    return k1 > k2 or (k1 == k2 and q1 < q2)
+
+
+@njit(inline="always", cache=True)
+def _sift(hk, hq, ho, i, n):
+    """Restore the max-heap (worst candidate at the root) below position ``i``."""
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            return
+        if c + 1 < n and _worse(hk[c + 1], hq[c + 1], hk[c], hq[c]):
+            c += 1
+        if not _worse(hk[c], hq[c], hk[i], hq[i]):
+            return
+        hk[i], hk[c] = hk[c], hk[i]
+        hq[i], hq[c] = hq[c], hq[i]
+        ho[i], ho[c] = ho[c], ho[i]
+        i = c
 
 
 @njit(cache=True)
 def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq,
-           res_off, res_n, kth, res_obj, res_key, kb, complete,
-           o_refs, o_alive, o_seq, o_kwoff, o_kwlen, o_kw, o_x, o_y, o_wo, o_stamp, st, maxdist,
+           res_off, res_n, kth, res_obj, res_key, res_dom, kb, k, complete, policy,
+           o_refs, o_alive, o_seq, o_life, o_kwoff, o_kwlen, o_kw, o_x, o_y, o_wo, o_stamp, st, maxdist,
+           hk, hq, ho,
            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
-    """Make the buffer of ``s`` the best ``kb`` alive qualifying objects; ``complete`` iff
-    fewer than ``kb`` qualify. ``st``: a stamp not yet in ``o_stamp``. Returns P, the alive
-    entries read: O(P) plus O(kb) per object that enters the running best ``kb``."""
+    """Rebuild the buffer of ``s`` from the alive objects by the ``policy`` (SubTable);
+    ``complete`` iff it holds every qualifying object. ``st``: a stamp not yet in
+    ``o_stamp``; ``hk, hq, ho``: scratch for ``POOL*kb`` candidates (key, seq, slot;
+    ``hq`` float64, later the lives of the k latest-leaving candidates). Returns the alive
+    entries read, P: O(P log(candidates kept) + kb*k)."""
     ro = res_off[s]
     cap = kb[s]
+    kk = k[s]
+    prune = policy != B_KMAX
+    room = cap * POOL if prune else cap
     for j in range(res_n[s]):
         o_refs[res_obj[ro + j]] -= 1
     off = kw_off[s]
@@ -83,26 +131,88 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
                 else:
                     key = topk_key_ids(okw, kw_id, kw_ws, off, ln, o_wo[o], alpha[s], d2, maxdist)
                 q = o_seq[o]
-                if n == cap and not (key < res_key[ro + n - 1]
-                                     or (key == res_key[ro + n - 1] and q > o_seq[res_obj[ro + n - 1]])):
-                    continue
-                pos = n if n < cap else cap - 1
-                while pos > 0 and (res_key[ro + pos - 1] > key
-                                   or (res_key[ro + pos - 1] == key and o_seq[res_obj[ro + pos - 1]] < q)):
-                    res_key[ro + pos] = res_key[ro + pos - 1]
-                    res_obj[ro + pos] = res_obj[ro + pos - 1]
-                    pos -= 1
-                res_key[ro + pos] = key
-                res_obj[ro + pos] = o
-                if n < cap:
+                if n < room:  # the best `room` candidates, worst at the heap's root
+                    i = n
                     n += 1
+                    hk[i] = key
+                    hq[i] = q
+                    ho[i] = o
+                    while i > 0 and _worse(hk[i], hq[i], hk[(i - 1) // 2], hq[(i - 1) // 2]):
+                        par = (i - 1) // 2
+                        hk[i], hk[par] = hk[par], hk[i]
+                        hq[i], hq[par] = hq[par], hq[i]
+                        ho[i], ho[par] = ho[par], ho[i]
+                        i = par
+                elif _worse(hk[0], hq[0], key, q):
+                    hk[0] = key
+                    hq[0] = q
+                    ho[0] = o
+                    _sift(hk, hq, ho, 0, n)
             rb = blk_next[rb]
         if dropped:
             P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free,
                        meta, dropped)
-    res_n[s] = n
-    for j in range(n):
-        o_refs[res_obj[ro + j]] += 1
-    complete[s] = total < cap
-    kth[s] = res_key[ro + n - 1] if (n > 0 and (n == cap or not complete[s])) else np.inf  # kbest.threshold
+    for m in range(n - 1, 0, -1):  # heap sort: rank order
+        hk[0], hk[m] = hk[m], hk[0]
+        hq[0], hq[m] = hq[m], hq[0]
+        ho[0], ho[m] = ho[m], ho[0]
+        _sift(hk, hq, ho, 0, m)
+    # How many of the best candidates the buffer is built over: its threshold.
+    j = n
+    if policy == B_SKYBAND and n > kk:
+        if ks == K_KNN:  # squared distance: the distance at most the k-th's / 0.95
+            theta = hk[kk - 1] / (SKYBAND_RATIO * SKYBAND_RATIO)
+        else:  # key = -score: score at least 0.95 * kScore
+            theta = SKYBAND_RATIO * hk[kk - 1]
+        j = kk
+        while j < n and hk[j] <= theta:
+            j += 1
+    elif policy == B_CSKYBAND and n > kk:
+        j = kk
+        best = cost(kk, kk, read)
+        for jj in range(kk + 1, n + 1):
+            c = cost(jj, kk, read)
+            if c < best:
+                best = c
+                j = jj
+    # The buffer: the first `cap` of those with fewer than k dominators (objects ranked
+    # before that leave no earlier), counted against the k latest-leaving seen so far.
+    got = 0
+    cut = False
+    seen = 0
+    for i in range(j):
+        o = ho[i]
+        d = 0
+        if prune:
+            life = o_life[o]
+            for m in range(seen):
+                if hq[m] >= life:  # hq[:seen]: lives now, largest first
+                    d += 1
+            if seen < kk or life > hq[seen - 1]:
+                m = seen if seen < kk else kk - 1
+                while m > 0 and hq[m - 1] < life:
+                    hq[m] = hq[m - 1]
+                    m -= 1
+                hq[m] = life
+                if seen < kk:
+                    seen += 1
+            if d >= kk:
+                continue
+        if got == cap:
+            cut = True
+            break
+        res_key[ro + got] = hk[i]
+        res_obj[ro + got] = o
+        res_dom[ro + got] = d
+        got += 1
+    res_n[s] = got
+    for i in range(got):
+        o_refs[res_obj[ro + i]] += 1
+    complete[s] = j == total and not cut and got < cap
+    if complete[s]:
+        kth[s] = np.inf
+    elif got == cap:
+        kth[s] = res_key[ro + got - 1]
+    else:
+        kth[s] = hk[j - 1]  # the threshold: nothing alive ranked up to it is missing
     return read

@@ -34,8 +34,9 @@ from skpubsub.testing.reference import ReferenceEngine
 # each: every engine steps on every rule, so the list is kept short here and the
 # wider parameter sweep lives in test_conformance.py.
 CONFIGS = index_configs({
-    "grid": [{"grid": 1, "kmax": 1.0}, {"grid": 8}, {"grid": 64, "max_cells": 2, "shrink": 1000}],
-    "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}],
+    "grid": [{"grid": 1, "kmax": 1.0}, {"grid": 8}, {"grid": 64, "max_cells": 2, "shrink": 1000},
+             {"grid": 8, "buffer": "skyband", "kmax": 1.0}],
+    "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"buffer": "cskyband"}],
 })
 
 SUB_IDS = ["s1", "s2", "s3", 1, "1"]

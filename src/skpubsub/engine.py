@@ -70,11 +70,13 @@ class Engine:
         # expired: objects that left the window; expiry_seconds: time the plain path spent on
         # those that some result held. A compiled index's kernel removes held objects from
         # buffers (expiry_removals) and refills short ones itself, timed with the arrivals;
-        # refills counts both paths. expiry_stops: runs the kernel handed to the plain path,
-        # only when it cannot find a holder through the index (expiry_misses; never expected).
+        # refills counts both paths (refill_reads: alive entries they read); evictions: objects
+        # a k-skyband buffer let go as dominated, or did not take. expiry_stops: runs the
+        # kernel handed to the plain path, only when it cannot find a holder through the
+        # index (expiry_misses; never expected).
         self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0,
                       "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0, "refills": 0,
-                      "refill_reads": 0}
+                      "refill_reads": 0, "evictions": 0}
         # Per-event scratch.
         self._old: dict[int, list[int]] = {}
         self._matches: list[tuple[int, int]] = []
@@ -348,7 +350,9 @@ class Engine:
         for s, k in zip(cs[enter].tolist(), key[enter].tolist()):
             self._touch(s)
             self._take(s, o)
+            n0 = int(c.res_n[s])
             dropped = insert_newest(t, s, o, k, refs, life)
+            self.stats["evictions"] += n0 + 1 - int(c.res_n[s]) - (dropped >= 0)
             if dropped >= 0:
                 self._unref.add(dropped)
             self.index.update(s)

@@ -37,7 +37,7 @@ from .store.objects import post_object
 from .subscriptions import K_KNN, K_RANGE
 # counters[] fields
 (C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED, C_NEED,
- C_NEED_ROWS, C_REFILLS, C_READS) = range(14)
+ C_NEED_ROWS, C_REFILLS, C_READS, C_EVICT) = range(15)
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
@@ -240,9 +240,12 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
     cap = kb[s]
     left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if o enters them
     left_key = res_key[ro + kk - 1] if nn >= kk else 0.0
-    nn, _, pos = put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, prune)
+    n0 = nn
+    nn, dropped, pos = put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, prune)
     if pos < 0:  # dominated by k objects that stay as long as it does
+        counters[C_EVICT] += 1
         return
+    counters[C_EVICT] += n0 + 1 - nn - (dropped >= 0)
     res_n[s] = nn
     after_put(s, nn, cap, res_key, ro, kth, complete)
     _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
@@ -463,7 +466,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     status = DONE
     budget = BUDGET
     while True:
-        counters = np.zeros(14, dtype=np.int64)
+        counters = np.zeros(15, dtype=np.int64)
         counters[C_BUDGET] = budget
         st.reserve(budget, budget)
         if retains:
@@ -586,6 +589,7 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list 
     eng.stats["expiry_removals"] += int(counters[C_REMOVED])
     eng.stats["refills"] += int(counters[C_REFILLS])
     eng.stats["refill_reads"] += int(counters[C_READS])
+    eng.stats["evictions"] += int(counters[C_EVICT])
 
 
 def _sync(eng, pubs, slots, exp_off, exp_obj, taken, done: int) -> None:

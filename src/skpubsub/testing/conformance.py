@@ -48,17 +48,21 @@ def engine_factory(index: str, **params: Any) -> EngineFactory:
 # many subscriptions in one cell, large ones spread regions over many cells; the
 # max_cells/shrink variants force global postings or lazy re-posting; kmax=1
 # (no result buffer: every expiry of a member refills) and kmax=4 (deep buffers)
-# bracket the engine's default. Parameters neither the index nor ``Engine``
+# bracket the engine's default; the k-skyband buffer policies (dominance eviction,
+# refills up to a threshold) run on both paths, with kmax=1 (buffers of k: truncation
+# and eviction meet). Parameters neither the index nor ``Engine``
 # accepts are dropped, so a renamed knob degrades a variant instead of breaking
 # every test; an index not listed runs with its defaults.
 INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
     "grid": [{"grid": 1}, {"grid": 2, "kmax": 1.0}, {"grid": 8}, {"grid": 64, "kmax": 4.0},
              {"grid": 16, "max_cells": 1_000_000, "shrink": 1},
-             {"grid": 64, "max_cells": 2, "shrink": 1000, "kmax": 1.0}],
+             {"grid": 64, "max_cells": 2, "shrink": 1000, "kmax": 1.0},
+             {"grid": 8, "buffer": "skyband"}, {"grid": 4, "buffer": "cskyband", "kmax": 1.0}],
     # dkm and gi2 are one compiled class today: the variants run under one name
     # refresh_from=1: `all` postings reviewed at 1, 2, 4, ... objects (re-posted under a new keyword)
     "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"grid": 64, "max_cells": 16, "kmax": 4.0},
-            {"refresh_from": 1}],
+            {"refresh_from": 1}, {"buffer": "skyband"}, {"buffer": "cskyband"},
+            {"grid": 4, "max_cells": 1, "buffer": "cskyband", "kmax": 1.5}],
 }
 
 

@@ -76,21 +76,24 @@ def _pubs(xs, start_seq: int = 1, t: float = 0.0, expires=None) -> list[Pub]:
 
 
 def test_skyband_buffer_keeps_only_undominated_objects() -> None:
-    """Objects arrive farther and farther away (each older one is better and leaves
-    first): none dominates another, so all stay. Then a near one arrives: it dominates
-    every one farther away, and with k=2 the second such arrival evicts them."""
+    """k=1: the first object sets the Skyband threshold (distance up to 1/0.95 of the
+    k-th's); a farther newer one within it stays (the nearer one leaves first); a nearer
+    newer one dominates it out; one beyond the threshold is not taken."""
     eng = _engine("skyband", kmax=4.0)
-    eng.apply([Sub(1, "s", 0, "knn", ("a",), x=0.0, y=0.0, k=2)])
-    eng.apply(_pubs([1, 2, 3, 4, 5, 6, 7], start_seq=2))
+    eng.apply([Sub(1, "s", 0, "knn", ("a",), x=0.0, y=0.0, k=1)])
     s = eng.subs.slot_of["s"]
     buffer = lambda: [eng.objs.ids[o] for o in eng.subs.buffer(s)]  # noqa: E731
-    assert eng.results("s") == ["o2", "o3"] and buffer() == [f"o{i}" for i in range(2, 9)]
-    eng.apply(_pubs([0.5], start_seq=9))  # dominates all seven: one dominator each
-    assert buffer() == ["o9"] + [f"o{i}" for i in range(2, 9)]
-    eng.apply(_pubs([0.6], start_seq=10))  # o9, o10 both newer and nearer than o2..o8: all dominated
-    assert buffer() == ["o9", "o10"]
+    eng.apply(_pubs([1.0], start_seq=2))
+    assert eng.subs.cols.kth[s] == pytest.approx(1 / 0.95**2) and not eng.subs.cols.complete[s]
+    eng.apply(_pubs([1.05], start_seq=3))
+    assert buffer() == ["o2", "o3"]
+    eng.apply(_pubs([1.04], start_seq=4))  # newer and nearer than o3: its one dominator
+    assert buffer() == ["o2", "o4"] and eng.stats["evictions"] == 1
+    eng.apply(_pubs([0.5], start_seq=5))
+    assert buffer() == ["o5"] and eng.stats["evictions"] == 3
+    eng.apply(_pubs([1.06], start_seq=6))  # beyond the threshold
+    assert buffer() == ["o5"] and eng.results("s") == ["o5"]
     eng._check()
-    assert eng.stats["evictions"] == 7
 
 
 def test_dominance_reads_departure_not_arrival() -> None:
@@ -98,12 +101,14 @@ def test_dominance_reads_departure_not_arrival() -> None:
     object that leaves first dominates nothing, so the older ones must stay."""
     eng = _engine("skyband", window="time:100", kmax=4.0)
     eng.apply([Sub(1, "s", 0, "knn", ("a",), x=0.0, y=0.0, k=1)])
-    eng.apply(_pubs([3, 4], start_seq=2, t=0.0))
-    eng.apply(_pubs([1], start_seq=4, t=1.0, expires=[2.0]))  # nearest, but gone at t=2
+    eng.apply(_pubs([3.0], start_seq=2, t=0.0))
+    eng.apply(_pubs([3.1], start_seq=3, t=0.5))
+    eng.apply(_pubs([1.0], start_seq=4, t=1.0, expires=[2.0]))  # nearest, but gone at t=2
     s = eng.subs.slot_of["s"]
     assert eng.results("s") == ["o4"]
-    assert "o2" in [eng.objs.ids[o] for o in eng.subs.buffer(s)]  # not dominated by o4
-    eng.apply(_pubs([50], start_seq=5, t=2.0))  # o4 leaves first: o2 is the answer again
+    assert [eng.objs.ids[o] for o in eng.subs.buffer(s)] == ["o4", "o2", "o3"]
+    eng._check()
+    eng.apply(_pubs([50.0], start_seq=5, t=2.0))  # o4 leaves first: o2 is the answer again
     assert eng.results("s") == ["o2"]
     eng._check()
 

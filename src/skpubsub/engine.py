@@ -483,6 +483,7 @@ class Engine:
             assert np.all((np.diff(keys) > 0) | (np.diff(seqs) < 0)), "ties not newest first"
             if c.complete[s]:
                 assert c.kth[s] == math.inf and n < c.kb[s], "a complete buffer admits everything"
+                assert self.subs.policy == B_KMAX or n < k, "a k-skyband of k takes a threshold"
             elif n:
                 assert c.kth[s] >= keys[-1], "entry rule below the buffer's last entry"
                 assert n < c.kb[s] or c.kth[s] == keys[-1], "a full buffer admits only what beats its last"

@@ -191,7 +191,7 @@ def publish_run(start, n_active,
                 key = topk_key_ids(okw, kw_id, kw_ws, off, ln, wo, alpha[s], d2, maxdist)
             if key <= kth[s]:
                 _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key, res_dom,
-                        kb, complete, policy != 0, o_refs, o_life, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+                        kb, complete, policy, o_refs, o_life, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
                         out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, counters,
                         match_all, kw_off, kw_len, kw_id, freq, epoch,
                         h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
@@ -228,7 +228,7 @@ def _remove(i, s, o, k, res_off, res_n, res_obj, res_key, res_dom, o_refs,
 
 @njit(cache=True)
 def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key, res_dom,
-            kb, complete, prune, o_refs, o_life, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+            kb, complete, policy, o_refs, o_life, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
             out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, counters,
             match_all, kw_off, kw_len, kw_id, freq, epoch,
             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
@@ -241,13 +241,13 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
     left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if o enters them
     left_key = res_key[ro + kk - 1] if nn >= kk else 0.0
     n0 = nn
-    nn, dropped, pos = put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, prune)
+    nn, dropped, pos = put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, policy != 0)
     if pos < 0:  # dominated by k objects that stay as long as it does
         counters[C_EVICT] += 1
         return
     counters[C_EVICT] += n0 + 1 - nn - (dropped >= 0)
     res_n[s] = nn
-    after_put(s, nn, cap, res_key, ro, kth, complete)
+    after_put(s, nn, cap, kk, ks, policy, res_key, ro, kth, complete)
     _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
             match_all, kw_off, kw_len, kw_id, freq, epoch,
             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)

@@ -50,6 +50,7 @@ from ..index import INDEXES
 from ..io.events import Pub, Rejection, Sub, Unsub
 from ..io.lines import read_lines
 from ..io.validate import Gate
+from ..subscriptions import K_RANGE
 
 CHUNK = 4096  # events per engine.apply call while timing the arrivals
 WARMUP_EVENTS = 2000  # events in the untimed warm-up run (half build, half arrivals)
@@ -150,6 +151,15 @@ def _active_subs(engine: Any) -> int:
     return len(subs.slot_of) if hasattr(subs, "slot_of") else len(subs)
 
 
+def _buffered(engine: Any) -> float | None:
+    """Mean buffer length of the active kNN/top-k subscriptions (objects held per result)."""
+    cols = getattr(getattr(engine, "subs", None), "cols", None)
+    if cols is None:
+        return None
+    ranked = cols.active[: cols.top] & (cols.kind[: cols.top] != K_RANGE)
+    return float(cols.res_n[: cols.top][ranked].mean()) if ranked.any() else None
+
+
 def _per(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b <= 0:
         return None
@@ -229,6 +239,9 @@ def run_once(index: str, events: list, build: int, window: Window, space: Space)
         "candidates": stats["candidates"] - before.get("candidates", 0),
         "affected": stats["affected"] - before.get("affected", 0),
         "refills": (stats["refills"] - before.get("refills", 0)) if "refills" in stats else None,
+        "refill_reads": (stats["refill_reads"] - before.get("refill_reads", 0)) if "refill_reads" in stats else None,
+        "evictions": (stats["evictions"] - before.get("evictions", 0)) if "evictions" in stats else None,
+        "buffered_per_subscription": _buffered(engine),
         "memory_bytes_build": mem_build,
         "memory_bytes_end": mem_end,
         "subscriptions_build": subs_build,
@@ -379,6 +392,10 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
                 _r(_median([r["objects_per_second_excl_expiry"] for r in rs]), 1),
             "expired": last["expired"],
             "refills": last["refills"],
+            "refill_reads": last["refill_reads"],
+            "refill_reads_per_expiry": _r(_per(last["refill_reads"], last["expired"]), 2),
+            "evictions": last["evictions"],
+            "buffered_per_subscription": _r(last["buffered_per_subscription"], 2),
             "expiry_seconds_runs": [_r(r["expiry_seconds"], 6) for r in rs],
             "expiries_objects_per_second_median": _r(eps, 1),
             "expiries_objects_per_second_runs": [_r(r["expiries_per_second"], 1) for r in rs],
@@ -417,7 +434,8 @@ def format_report(rep: dict[str, Any]) -> str:
     lines = [_describe(rep)]
     wid = max([11] + [len(ix) + 2 for ix in rep["indexes"]])  # index names may carry parameters
     head = (f"{'index':<{wid}}{'build s':>9}{'B/sub build':>13}{'B/sub end':>11}{'arrivals obj/s':>16}"
-            f"{'ratio':>9}{'expiries obj/s':>16}{'cand/obj':>10}{'aff/obj':>9}  same results")
+            f"{'ratio':>9}{'expiries obj/s':>16}{'cand/obj':>10}{'aff/obj':>9}{'refills':>9}{'reads/exp':>11}"
+            f"{'buf/sub':>9}  same results")
     lines.append(head)
     lines.append("-" * len(head))
     for ix, r in rep["indexes"].items():
@@ -439,7 +457,8 @@ def format_report(rep: dict[str, Any]) -> str:
             f"{_fmt(r['arrivals_objects_per_second_median'], ',.0f', 16)}{ratio_txt}"
             f"{_fmt(r['expiries_objects_per_second_median'], ',.0f', 16)}"
             f"{_fmt(r['candidates_per_object'], ',.1f', 10)}{_fmt(r['affected_per_object'], '.2f', 9)}"
-            f"  {same_txt}")
+            f"{_fmt(r['refills'], ',d', 9)}{_fmt(r['refill_reads_per_expiry'], ',.1f', 11)}"
+            f"{_fmt(r['buffered_per_subscription'], '.1f', 9)}  {same_txt}")
     for note in rep["notes"]:
         lines.append(f"note: {note}")
     return "\n".join(lines)

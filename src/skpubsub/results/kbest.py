@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..subscriptions import SubTable
+from ..subscriptions import B_KMAX, B_SKYBAND, K_KNN, SubTable
 
 
 @njit(cache=True)
@@ -65,13 +65,34 @@ def put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, prun
     return w + 1, dropped, pos
 
 
+SKYBAND_RATIO = 0.95  # Skype's tuned Skyband baseline: theta = 0.95 * kScore (Section 7)
+
+
 @njit(inline="always", cache=True)
-def after_put(s, n, cap, res_key, ro, kth, complete):
-    """The entry rule after an insertion: a full buffer admits only what beats its last
-    entry from now on (objects may pass it by unseen, so it is no longer complete)."""
+def skyband_theta(kkey, ks):
+    """The Skyband baseline's threshold from the k-th key: a score of at least 0.95 of the
+    k-th score (top-k keys are -score), or a distance at most the k-th's / 0.95 (kNN keys
+    are squared distances)."""
+    if ks == K_KNN:
+        return kkey / (SKYBAND_RATIO * SKYBAND_RATIO)
+    return SKYBAND_RATIO * kkey
+
+
+@njit(inline="always", cache=True)
+def after_put(s, n, cap, kk, ks, policy, res_key, ro, kth, complete):
+    """The entry rule after an insertion. A full buffer admits only what beats its last
+    entry from now on (objects may pass it by unseen, so it is no longer complete). A
+    k-skyband buffer holding all qualifying objects takes a threshold once it has k of
+    them, as after a re-evaluation: the k-th key (``cskyband``: the cost model weighs
+    only what it has seen, these k) or the Skyband rule; else it would keep every
+    undominated object of the whole window."""
     if n == cap:
         complete[s] = False
         kth[s] = res_key[ro + n - 1]
+    elif policy != B_KMAX and complete[s] and n >= kk:
+        complete[s] = False
+        kk_key = res_key[ro + kk - 1]
+        kth[s] = skyband_theta(kk_key, ks) if policy == B_SKYBAND else kk_key
 
 
 def insert_newest(t: SubTable, s: int, obj: int, key: float, refs: np.ndarray, life: np.ndarray) -> int:
@@ -82,7 +103,7 @@ def insert_newest(t: SubTable, s: int, obj: int, key: float, refs: np.ndarray, l
     n, dropped, _ = put(ro, int(c.res_n[s]), int(c.kb[s]), int(c.k[s]), key, obj, t.res.key, t.res.obj, t.res.dom,
                         refs, life, t.prune)
     c.res_n[s] = n
-    after_put(s, n, int(c.kb[s]), t.res.key, ro, c.kth, c.complete)
+    after_put(s, n, int(c.kb[s]), int(c.k[s]), int(c.kind[s]), t.policy, t.res.key, ro, c.kth, c.complete)
     return int(dropped)
 
 

@@ -23,8 +23,8 @@ from ..index import postings as P
 from ..scoring import carries_all, topk_key_ids
 from ..store.objects import alive_entry
 from ..subscriptions import B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
+from .kbest import skyband_theta
 
-SKYBAND_RATIO = 0.95  # Skype's tuned Skyband baseline: theta = 0.95 * kScore (Section 7)
 POOL = 16  # a k-skyband policy weighs up to POOL*kb best candidates for its threshold
 
 
@@ -159,11 +159,9 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
         _sift(hk, hq, ho, 0, m)
     # How many of the best candidates the buffer is built over: its threshold.
     j = n
-    if policy == B_SKYBAND and n > kk:
-        if ks == K_KNN:  # squared distance: the distance at most the k-th's / 0.95
-            theta = hk[kk - 1] / (SKYBAND_RATIO * SKYBAND_RATIO)
-        else:  # key = -score: score at least 0.95 * kScore
-            theta = SKYBAND_RATIO * hk[kk - 1]
+    theta = np.inf
+    if policy == B_SKYBAND and n >= kk:
+        theta = skyband_theta(hk[kk - 1], ks)
         j = kk
         while j < n and hk[j] <= theta:
             j += 1
@@ -209,7 +207,10 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
     for i in range(got):
         o_refs[res_obj[ro + i]] += 1
     complete[s] = j == total and not cut and got < cap
-    if complete[s]:
+    if complete[s] and prune and got >= kk:  # as after_put: a k-skyband of k or more has a threshold
+        complete[s] = False
+        kth[s] = theta if policy == B_SKYBAND else hk[j - 1]
+    elif complete[s]:
         kth[s] = np.inf
     elif got == cap:
         kth[s] = res_key[ro + got - 1]

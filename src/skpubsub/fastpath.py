@@ -246,14 +246,16 @@ def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, re
         counters[C_EVICT] += 1
         return
     counters[C_EVICT] += n0 + 1 - nn - (dropped >= 0)
-    res_n[s] = nn
-    after_put(s, nn, cap, kk, ks, policy, res_key, ro, kth, complete)
-    _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
-            match_all, kw_off, kw_len, kw_id, freq, epoch,
-            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
-    _emit(i, s, o, key, left if pos < kk else -3, left_key, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r,
-          counters)
     counters[C_AFFECTED] += 1
+    res_n[s] = nn
+    before = kth[s]
+    after_put(s, nn, cap, kk, ks, policy, res_key, ro, kth, complete)
+    if kth[s] != before:  # the region shrank
+        _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
+                match_all, kw_off, kw_len, kw_id, freq, epoch,
+                h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
+    if pos < kk:  # entered the result (below the first k nothing changes)
+        _emit(i, s, o, key, left, left_key, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
 
 
 @njit(cache=True)
@@ -320,7 +322,7 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
 def _emit(i, s, a, ka, d, kd, r, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters):
     """One output row of pub ``i`` for slot ``s``: object ``a`` (key ``ka``) entered its
     result and ``d`` (key ``kd``) left it; ``r`` 1 for a removal on expiry. ``d`` -2 marks a
-    range match of ``a``, -3 an entry below the first k (no change to the result)."""
+    range match of ``a``."""
     n = counters[C_OUT]
     out_i[n] = i
     out_s[n] = s
@@ -531,8 +533,7 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list 
         left = d_all[(rows.r[:n] == 0) & (d_all >= 0)]  # pushed past k: out of a buffer of k
         if len(left):
             eng._unref.update(left.tolist())
-        keep = np.flatnonzero(d_all != -3)  # -3: entered a buffer below the first k, no change
-        keep = keep[np.lexsort((sc.seq[rows.s[keep]], rows.i[keep]))]  # stable: a pair's rows stay in order
+        keep = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
         m = len(keep)
         I, S = rows.i[keep], rows.s[keep]
         more = np.zeros(m, dtype=np.bool_)  # row j's pair has another row after it

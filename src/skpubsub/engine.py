@@ -37,7 +37,7 @@ class Engine:
     ``buffer``: under a window, how kNN/top-k results are buffered so that most expiries
     need no re-evaluation — ``kmax``, ``skyband`` or ``cskyband`` (see ``SubTable``);
     ``kmax``: each buffer holds up to ``ceil(kmax*k)`` objects (at most 4k; default 2 for
-    ``kmax``, 4 for the k-skyband policies).
+    ``kmax``, 3 for the k-skyband policies).
     ``external_expiry``: objects leave the window only when told (``apply_routed``),
     as a worker among several is: it sees a part of the stream, the dispatcher knows
     the whole window.
@@ -54,7 +54,7 @@ class Engine:
         self.maxdist = self.space.maxdist
         self.vocab = Vocabulary()
         if kmax is None:
-            kmax = 2.0 if buffer == "kmax" else 4.0
+            kmax = 2.0 if buffer == "kmax" else 3.0
         retains = self.window.retains
         self.subs = SubTable(kmax if retains else 1.0, buffer if retains else "kmax")
         self.buffer = buffer

@@ -189,13 +189,31 @@ def publish_run(start, n_active,
                 key = d2
             else:
                 key = topk_key_ids(okw, kw_id, kw_ws, off, ln, wo, alpha[s], d2, maxdist)
-            if key <= kth[s]:
-                _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key, res_dom,
-                        kb, complete, policy, o_refs, o_life, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                        out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, counters,
-                        match_all, kw_off, kw_len, kw_id, freq, epoch,
-                        h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
-                        blk_free, meta)
+            if key <= kth[s]:  # enters the buffer (kbest.put; SubTable's entry rule)
+                ro = res_off[s]
+                nn = res_n[s]
+                kk = k[s]
+                cap = kb[s]
+                left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if o enters them
+                left_key = res_key[ro + kk - 1] if nn >= kk else 0.0
+                n1, dropped, pos = put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life,
+                                       policy != 0)
+                if pos < 0:  # dominated by k objects that stay as long as it does
+                    counters[C_EVICT] += 1
+                    continue
+                counters[C_EVICT] += nn + 1 - n1 - (dropped >= 0)
+                counters[C_AFFECTED] += 1
+                res_n[s] = n1
+                before = kth[s]
+                after_put(s, n1, cap, kk, ks, policy, res_key, ro, kth, complete)
+                if kth[s] != before:  # the region shrank
+                    _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
+                            queue, counters, match_all, kw_off, kw_len, kw_id, freq, epoch,
+                            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
+                            meta)
+                if pos < kk:  # entered the result (below the first k nothing changes)
+                    _emit(i, s, o, key, left, left_key, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r,
+                          counters)
     return n, DONE
 
 
@@ -224,38 +242,6 @@ def _remove(i, s, o, k, res_off, res_n, res_obj, res_key, res_dom, o_refs,
     res_n[s] = nn - 1
     o_refs[o] -= 1
     counters[C_REMOVED] += 1
-
-
-@njit(cache=True)
-def _insert(i, s, o, key, ks, sx, sy, k, alpha, res_off, res_n, kth, res_obj, res_key, res_dom,
-            kb, complete, policy, o_refs, o_life, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-            out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, counters,
-            match_all, kw_off, kw_len, kw_id, freq, epoch,
-            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
-    """Put object ``o`` into the k-best list of ``s`` (its key is ``<= kth``; kbest.put)
-    and follow the region."""
-    ro = res_off[s]
-    nn = res_n[s]
-    kk = k[s]
-    cap = kb[s]
-    left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if o enters them
-    left_key = res_key[ro + kk - 1] if nn >= kk else 0.0
-    n0 = nn
-    nn, dropped, pos = put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, policy != 0)
-    if pos < 0:  # dominated by k objects that stay as long as it does
-        counters[C_EVICT] += 1
-        return
-    counters[C_EVICT] += n0 + 1 - nn - (dropped >= 0)
-    counters[C_AFFECTED] += 1
-    res_n[s] = nn
-    before = kth[s]
-    after_put(s, nn, cap, kk, ks, policy, res_key, ro, kth, complete)
-    if kth[s] != before:  # the region shrank
-        _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
-                match_all, kw_off, kw_len, kw_id, freq, epoch,
-                h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
-    if pos < kk:  # entered the result (below the first k nothing changes)
-        _emit(i, s, o, key, left, left_key, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters)
 
 
 @njit(cache=True)
@@ -318,7 +304,7 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
         counters[C_QUEUE] += 1
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def _emit(i, s, a, ka, d, kd, r, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, counters):
     """One output row of pub ``i`` for slot ``s``: object ``a`` (key ``ka``) entered its
     result and ``d`` (key ``kd``) left it; ``r`` 1 for a removal on expiry. ``d`` -2 marks a

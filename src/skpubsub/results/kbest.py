@@ -13,7 +13,7 @@ from numba import njit
 from ..subscriptions import B_KMAX, B_SKYBAND, K_KNN, SubTable
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, prune):
     """Insert the newest object ``o`` (key ``<= kth``) into the ``nn``-entry buffer at
     ``ro``; it goes before equal keys (the newest wins ties). Returns (new length, object

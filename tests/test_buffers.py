@@ -172,3 +172,21 @@ def test_refill_stops_at_a_threshold(buffer: str) -> None:
     ref.apply(_pubs(rng.uniform(1, 100, 400).tolist(), start_seq=2))
     ref.apply(_pubs(rng.uniform(150, 180, 400).tolist(), start_seq=402))
     assert eng.all_results() == ref.all_results()
+
+
+@pytest.mark.parametrize("buffer", ["skyband", "cskyband"])
+def test_workers_behind_a_dispatcher_equal_one_plain_engine(tmp_path, buffer: str) -> None:
+    """Under external expiry (the dispatcher's window) and migrations' adoption the
+    policies stay exact: two worker processes equal one plain grid engine, file for file."""
+    from skpubsub.bench.workload import write_jsonl
+    from skpubsub.runner import run
+
+    cfg = WorkloadConfig(objects=900, subscriptions=90, kind="mix", match="mix", sub_rate=0.5, unsub_rate=0.5,
+                         objects_per_step=10, seed=11, limit=1800)
+    src = tmp_path / "events.jsonl"
+    write_jsonl(generate(cfg), src)
+    run(src, tmp_path / "one", window="count:150", index="grid")
+    run(src, tmp_path / "two", window="count:150", index="dkm", workers=2, partitioner="dkm", init_objects=100,
+        batch_size=97, buffer=buffer)
+    for name in ("results.jsonl", "notifications.jsonl"):
+        assert (tmp_path / "two" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()

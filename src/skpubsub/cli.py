@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .config import Space, Window
 from .engine import known_indexes, unknown_index
+from .subscriptions import BUFFERS
 
 PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
 
@@ -49,7 +50,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise UsageError(f"no such events file: {a.events}")
     if is_tabular(a.events) and a.engine != "spark":
         raise UsageError("CSV and Parquet event files are read by --engine spark; the local engine reads JSONL")
-    params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
+    params = _index_params(a)
     if a.engine == "spark":
         from .spark.pipeline import run_spark
 
@@ -68,6 +69,16 @@ def cmd_run(a: argparse.Namespace) -> int:
                 **params)
     print(_summary(m, a.out))
     return 0
+
+
+def _index_params(a: argparse.Namespace) -> dict:
+    """Engine/index parameters of ``run``: ``--grid`` and ``--buffer`` (not for the reference)."""
+    if a.index == "reference":
+        return {}
+    params = {"grid": a.grid} if a.grid else {}
+    if a.buffer:
+        params["buffer"] = a.buffer
+    return params
 
 
 def cmd_stream(a: argparse.Namespace) -> int:
@@ -311,6 +322,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--partitioner", default=_env("partitioner", None))
     r.add_argument("--index", default=_env("index", "grid"))
     r.add_argument("--grid", type=int, default=None, help="grid cells per side (grid index)")
+    r.add_argument("--buffer", default=_env("buffer", None), choices=list(BUFFERS),
+                   help="how kNN/top-k results are buffered under a window (default kmax)")
     r.add_argument("--init-objects", type=int, default=1000,
                    help="objects read before planning (O_init), with --partitioner")
     r.add_argument("--batch", type=int, default=2048, help="events per micro-batch (local engine)")

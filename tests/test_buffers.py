@@ -9,7 +9,6 @@ cost model (Skype Eqs. 9-13) trades buffer size against the re-evaluation's cost
 from __future__ import annotations
 
 import math
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -19,24 +18,10 @@ from skpubsub.bench.workload import WorkloadConfig, generate
 from skpubsub.engine import Engine
 from skpubsub.io.events import Pub, Sub
 from skpubsub.results.refill import cost
-from skpubsub.testing.conformance import compare, engine_factory
+from skpubsub.testing.conformance import compare, compare_counting, engine_factory
 from skpubsub.testing.streams import random_stream
 
 
-def _run(index: str, streams, **params) -> Counter:
-    made = []
-
-    def make(window, space):
-        e = engine_factory(index, **params)(window, space)
-        made.append(e)
-        return e
-
-    for s, seed in streams:
-        compare(s.events, s.window, s.space, make, batch_seed=seed)
-    total: Counter = Counter()
-    for e in made:
-        total.update({k: v for k, v in e.stats.items() if isinstance(v, int)})
-    return total
 
 
 @pytest.mark.parametrize("index", ["grid", "dkm"])
@@ -44,7 +29,7 @@ def _run(index: str, streams, **params) -> Counter:
 @pytest.mark.parametrize("window", ["count", "time"])
 def test_random_streams_are_exact_and_prune(index: str, buffer: str, window: str) -> None:
     streams = [(random_stream(seed, windows=(window,)), seed) for seed in range(60)]
-    stats = _run(index, streams, buffer=buffer, kmax=1.5)
+    stats = compare_counting(streams, index, buffer=buffer, kmax=1.5)
     assert stats["evictions"] > 20 and stats["refills"] > 20  # else this proves nothing
 
 
@@ -61,7 +46,7 @@ def test_geonames_topk_workload_is_exact(buffer: str) -> None:
     s = Once()
     s.events, s.window, s.space = list(generate(cfg)), "count:200", None
     for index in ("grid", "dkm"):
-        stats = _run(index, [(s, 2)], buffer=buffer)
+        stats = compare_counting([(s, 2)], index, buffer=buffer)
         assert stats["refills"] > 10
         assert (stats["evictions"] > 100) == (buffer != "kmax")
 

@@ -6,7 +6,6 @@ the plain path)."""
 
 from __future__ import annotations
 
-from collections import Counter
 
 import numpy as np
 import pytest
@@ -14,24 +13,12 @@ import pytest
 from skpubsub.bench.workload import WorkloadConfig, generate
 from skpubsub.io.events import Pub
 from skpubsub.store.objects import AliveStore, ObjectTable
-from skpubsub.testing.conformance import compare, engine_factory
+from skpubsub.testing.conformance import compare_counting
 from skpubsub.testing.streams import random_stream
 
 
-def _run(streams, **params) -> Counter:
-    made = []
-
-    def make(window, space):
-        e = engine_factory("dkm", **params)(window, space)
-        made.append(e)
-        return e
-
-    for s, seed in streams:
-        compare(s.events, s.window, s.space, make, batch_seed=seed)
-    total: Counter = Counter()
-    for e in made:
-        total.update({k: v for k, v in e.stats.items() if isinstance(v, int)})
-    return total
+def _run(streams, **params) -> dict[str, int]:
+    return compare_counting(streams, "dkm", **params)
 
 
 @pytest.mark.parametrize("window", ["count", "time"])

@@ -343,3 +343,24 @@ def minimize(records: Sequence[Any], window: Window | str, space: Space | None, 
     if fails(trial, window, space, factory, **kwargs):
         cur = trial
     return cur
+
+
+def compare_counting(streams: Sequence[tuple[Any, int]], index: str, **params: Any) -> dict[str, int]:
+    """``compare`` each ``(stream, batch_seed)`` (a stream has ``events``, ``window`` and
+    ``space``) on ``index`` with ``params``; returns the integer ``stats`` of every engine
+    made, summed, so a test can assert that the work it meant to exercise happened."""
+    made: list[Any] = []
+
+    def make(window: Window, space: Space | None) -> Any:
+        e = engine_factory(index, **params)(window, space)
+        made.append(e)
+        return e
+
+    for stream, seed in streams:
+        compare(stream.events, stream.window, stream.space, make, batch_seed=seed)
+    total: dict[str, int] = {}
+    for e in made:
+        for k, v in getattr(e, "stats", {}).items():
+            if isinstance(v, int):
+                total[k] = total.get(k, 0) + v
+    return total

@@ -21,6 +21,7 @@ import numpy as np
 from .config import Space, Window
 from .index import INDEXES
 from .io.events import RANGE, Adopt, Backfill, Change, Drop, Event, Match, Notification, Pub, Sub, Tick, Unsub
+from .notes import NoteBatch
 from .results.kbest import insert_newest, remove
 from .results.refill import POOL, refill
 from .store.objects import AliveStore, ObjectTable
@@ -92,7 +93,12 @@ class Engine:
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
-        out: list[Notification] = []
+        return self.apply_columnar(events).to_list()
+
+    def apply_columnar(self, events: Iterable[Event]) -> NoteBatch:
+        """``apply``, with the compiled path's notifications kept as columns (``to_list()``
+        makes the objects)."""
+        out = NoteBatch()
         if not self.compiled:
             for ev in events:
                 out.extend(self._apply(ev))

@@ -28,8 +28,8 @@ from itertools import islice
 import numpy as np
 from numba import njit
 
-from .io.events import Change, Match
 from .index.cgrid import best_level, box_at, extent, post_slot, scan
+from .notes import Notes, net_changes
 from .results.kbest import after_put, put
 from .results.refill import refill
 from .scoring import carries_all, topk_key_ids
@@ -323,7 +323,7 @@ def _emit(i, s, a, ka, d, kd, r, out_i, out_s, out_o, out_d, out_ka, out_kd, out
 # -- the driver ----------------------------------------------------------------------------
 def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: list | None = None) -> None:
     """Apply a run of pub events on ``eng`` (an Engine over a compiled index), appending
-    notifications to ``out`` in stream order (and, with ``tags``, each one's pub index).
+    notifications to ``out`` (a list or a ``NoteBatch``) in stream order (and, with ``tags``, each one's pub index).
     ``expire``: under external expiry, the seqs of the objects that leave before each pub."""
     slots = [eng._add_object(ev) for ev in pubs]
     eng.index.refresh(eng.stats["objects"])  # the run's keywords are counted: review `all` postings
@@ -506,10 +506,11 @@ class _Rows:
         return self.i, self.s, self.a, self.d, self.ka, self.kd, self.r
 
 
-def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list | None, base: int) -> None:
+def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out, tags: list | None, base: int) -> None:
     """Turn one kernel call's rows into notifications, one net change per (pub, subscription)
-    (SPEC section 6); re-post queued slots; free objects."""
-    sc, oids, sids, oseq = eng.subs.cols, eng.objs.ids, eng.subs.ids, eng.objs.cols.seq
+    (SPEC section 6), appended to ``out`` (a list, or columns to a ``NoteBatch``);
+    re-post queued slots; free objects."""
+    sc = eng.subs.cols
     n = int(counters[C_OUT])
     eng.stats["candidates"] += int(counters[C_CAND])
     eng.stats["affected"] += int(counters[C_AFFECTED])
@@ -520,52 +521,27 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out: list, tags: list 
         if len(left):
             eng._unref.update(left.tolist())
         keep = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
-        m = len(keep)
-        I, S = rows.i[keep], rows.s[keep]
-        more = np.zeros(m, dtype=np.bool_)  # row j's pair has another row after it
-        more[:-1] = (I[1:] == I[:-1]) & (S[1:] == S[:-1])
-        I, S, A, D, MORE = I.tolist(), S.tolist(), rows.a[keep].tolist(), rows.d[keep].tolist(), more.tolist()
-        times = [ev.t for ev in pubs]
-        emitted: list[int] = []  # pub index of each notification, for tags
-        append, mark = out.append, emitted.append
-        j = 0
-        while j < m:
-            s, a, d = S[j], A[j], D[j]
-            if not MORE[j]:
-                if d == -2:
-                    append(Match(sids[s], times[I[j]], oids[a]))
-                else:
-                    append(Change(sids[s], times[I[j]], (oids[a],) if a >= 0 else (), (oids[d],) if d >= 0 else ()))
-                mark(I[j])
-                j += 1
-                continue
-            # Several rows of one pub for one subscription: their net change, each list in rank
-            # order (key, then newest first).
-            e = j + 1
-            while MORE[e - 1]:
-                e += 1
-            KA, KD = rows.ka[keep[j:e]].tolist(), rows.kd[keep[j:e]].tolist()
-            added: dict[int, float] = {}
-            removed: dict[int, float] = {}
-            for h in range(j, e):
-                if D[h] >= 0:
-                    if D[h] in added:
-                        del added[D[h]]
-                    else:
-                        removed[D[h]] = KD[h - j]
-                if A[h] >= 0:
-                    if A[h] in removed:
-                        del removed[A[h]]
-                    else:
-                        added[A[h]] = KA[h - j]
-            if added or removed:
-                append(Change(sids[s], times[I[j]],
-                              tuple(oids[o] for o in sorted(added, key=lambda o: (added[o], -oseq[o]))),
-                              tuple(oids[o] for o in sorted(removed, key=lambda o: (removed[o], -oseq[o])))))
-                mark(I[j])
-            j = e
+        n_i = np.empty(n, dtype=np.int64)
+        n_s = np.empty(n, dtype=np.int64)
+        n_match = np.empty(n, dtype=np.bool_)
+        add_off = np.empty(n + 1, dtype=np.int64)
+        add_obj = np.empty(n, dtype=np.int64)
+        rem_off = np.empty(n + 1, dtype=np.int64)
+        rem_obj = np.empty(n, dtype=np.int64)
+        c = net_changes(rows.i[keep], rows.s[keep], rows.a[keep], rows.d[keep], rows.ka[keep], rows.kd[keep],
+                        eng.objs.cols.seq, n_i, n_s, n_match, add_off, add_obj, rem_off, rem_obj,
+                        np.empty(2 * n))
+        oids = eng.objs.ids
+        times = np.empty(len(pubs), dtype=object)
+        times[:] = [ev.t for ev in pubs]
+        notes = Notes(n_i[:c], eng.subs.ids[n_s[:c]], times[n_i[:c]], n_match[:c], add_off[: c + 1],
+                      oids[add_obj[: add_off[c]]], rem_off[: c + 1], oids[rem_obj[: rem_off[c]]])
+        if isinstance(out, list):
+            out.extend(notes.to_list())
+        else:
+            out.add(notes)
         if tags is not None:
-            tags.extend([base + i for i in emitted])
+            tags.extend((notes.pub + base).tolist())
     for s in queue[: int(counters[C_QUEUE])].tolist():
         if sc.active[s] and eng.index.pending[s]:
             eng.index._place(s)

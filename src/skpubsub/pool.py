@@ -127,3 +127,15 @@ def _regrow(table: Columns | SegmentPool, state: dict, spec: dict[str, tuple]) -
         arr = np.full(table.capacity, fill, dtype=dtype)
         arr[: table.top] = state[name]
         setattr(table, name, arr)
+
+
+NO_IDS = np.empty(0, dtype=object)
+
+
+def grow_ids(ids: np.ndarray, slot: int) -> np.ndarray:
+    """``ids`` (an object array, slot -> id) with room for ``slot``."""
+    if slot < len(ids):
+        return ids
+    out = np.empty(max(16, 2 * len(ids), slot + 1), dtype=object)
+    out[: len(ids)] = ids
+    return out

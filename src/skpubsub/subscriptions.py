@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .io.events import KNN, RANGE, TOPK, Sub
-from .pool import Columns, SegmentPool
+from .pool import NO_IDS, Columns, SegmentPool, grow_ids
 from .scoring import unit_weights
 
 KIND_CODE = {RANGE: 0, KNN: 1, TOPK: 2}
@@ -58,16 +58,14 @@ class SubTable:
         })
         self.kw = SegmentPool({"id": np.int32, "ws": np.float64})
         self.res = SegmentPool({"obj": np.int64, "key": np.float64, "dom": np.int32})
-        self.ids: list[object] = []
+        self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
         self.slot_of: dict[object, int] = {}
 
     def add(self, ev: Sub, kw_ids: list[int]) -> int:
         c = self.cols
         s = c.add()
-        if s == len(self.ids):
-            self.ids.append(ev.id)
-        else:
-            self.ids[s] = ev.id
+        self.ids = grow_ids(self.ids, s)
+        self.ids[s] = ev.id
         self.slot_of[ev.id] = s
         c.active[s] = True
         c.kind[s] = KIND_CODE[ev.kind]

@@ -15,7 +15,7 @@ from numba import njit
 
 from ..io.events import Pub
 from ..index import postings as P
-from ..pool import Columns, SegmentPool
+from ..pool import NO_IDS, Columns, SegmentPool, grow_ids
 
 
 class ObjectTable:
@@ -28,15 +28,13 @@ class ObjectTable:
             "wo": (np.float64, 0.0), "refs": (np.int32, 0), "alive": (np.bool_, False),
         })
         self.kw = SegmentPool({"id": np.int32})
-        self.ids: list[object] = []
+        self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
 
     def add(self, ev: Pub, kw_ids: list[int], expiry: float, alive: bool) -> int:
         c = self.cols
         slot = c.add()
-        if slot == len(self.ids):
-            self.ids.append(ev.id)
-        else:
-            self.ids[slot] = ev.id
+        self.ids = grow_ids(self.ids, slot)
+        self.ids[slot] = ev.id
         c.x[slot], c.y[slot], c.seq[slot], c.expiry[slot] = ev.x, ev.y, ev.seq, expiry
         n = len(kw_ids)
         off = self.kw.alloc(n)

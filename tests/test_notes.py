@@ -1,0 +1,126 @@
+"""Columnar notifications: the compiled net-change merge against a plain one, and the
+engine's columns against its objects."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skpubsub.engine import Engine
+from skpubsub.io.events import Change, Match
+from skpubsub.notes import NoteBatch, Notes, net_changes
+from skpubsub.testing.conformance import validate
+from skpubsub.testing.streams import random_stream
+
+
+def _plain(rows, oseq):
+    """The net change of each (pub, sub) pair, by dicts: (pub, sub, match, added, removed)."""
+    out = []
+    j = 0
+    while j < len(rows):
+        e = j + 1
+        while e < len(rows) and rows[e][:2] == rows[j][:2]:
+            e += 1
+        i, s = rows[j][:2]
+        if e == j + 1 and rows[j][3] == -2:
+            out.append((i, s, True, [rows[j][2]], []))
+            j = e
+            continue
+        added: dict[int, float] = {}
+        removed: dict[int, float] = {}
+        for _, _, a, d, ka, kd in rows[j:e]:
+            if d >= 0:
+                if d in added:
+                    del added[d]
+                else:
+                    removed[d] = kd
+            if a >= 0:
+                if a in removed:
+                    del removed[a]
+                else:
+                    added[a] = ka
+        if added or removed:
+            out.append((i, s, False, sorted(added, key=lambda o: (added[o], -oseq[o])),
+                        sorted(removed, key=lambda o: (removed[o], -oseq[o]))))
+        j = e
+    return out
+
+
+def _columnar(rows, oseq):
+    n = len(rows)
+    I, S, A, D = (np.array([r[c] for r in rows], dtype=np.int64) for c in range(4))
+    KA, KD = (np.array([r[c] for r in rows], dtype=np.float64) for c in (4, 5))
+    n_i, n_s = np.empty(n, np.int64), np.empty(n, np.int64)
+    n_match = np.empty(n, np.bool_)
+    ao, ro = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
+    ab, rb = np.empty(n, np.int64), np.empty(n, np.int64)
+    c = net_changes(I, S, A, D, KA, KD, oseq, n_i, n_s, n_match, ao, ab, ro, rb, np.empty(2 * n))
+    return [(int(n_i[j]), int(n_s[j]), bool(n_match[j]), ab[ao[j]:ao[j + 1]].tolist(), rb[ro[j]:ro[j + 1]].tolist())
+            for j in range(c)]
+
+
+def _row():
+    # objects 0..5, keys from a small set so ties happen; d -1 (none) or an object
+    return st.tuples(st.integers(0, 5), st.integers(-1, 5), st.sampled_from([0.5, 1.0, 2.0]),
+                     st.sampled_from([0.5, 1.0, 2.0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.lists(_row(), min_size=1, max_size=6)),
+                min_size=1, max_size=6, unique_by=lambda g: g[:2]),
+       st.permutations(list(range(6))))
+def test_net_changes_equal_the_plain_merge(groups, seqs):
+    oseq = np.array(seqs, dtype=np.int64)
+    rows = []
+    for i, s, changes in sorted(groups, key=lambda g: g[:2]):
+        held = {3, 4, 5}  # a result's members: an object enters only when out, leaves only when in
+        for a, d, ka, kd in changes:
+            a = a if a not in held else -1
+            d = d if d in held else -1
+            if a < 0 and d < 0:
+                continue
+            held.discard(d)
+            if a >= 0:
+                held.add(a)
+            rows.append((i, s, a, d, ka, kd))
+    if not rows:
+        return
+    assert _columnar(rows, oseq) == _plain(rows, oseq)
+
+
+def test_net_changes_by_hand():
+    oseq = np.array([10, 11, 12, 13], dtype=np.int64)
+    rows = [
+        (0, 0, 1, -2, 0.0, 0.0),  # a range match
+        (0, 1, 2, -1, 1.0, 0.0),  # in, then out again: nothing
+        (0, 1, -1, 2, 0.0, 1.0),
+        (1, 1, 0, 3, 1.0, 0.5),  # two in at one key: the newer (1, seq 11) ranks first
+        (1, 1, 1, -1, 1.0, 0.0),
+        (1, 2, -1, 0, 0.0, 2.0),  # one out
+    ]
+    assert _columnar(rows, oseq) == [(0, 0, True, [1], []), (1, 1, False, [1, 0], [3]), (1, 2, False, [], [0])]
+
+
+def test_notes_to_list_and_batch_order():
+    ids = np.array(["a", "b", "c"], dtype=object)
+    notes = Notes(np.array([0, 1]), np.array(["s1", "s2"], dtype=object), np.array([5, 6], dtype=object),
+                  np.array([True, False]), np.array([0, 1, 3]), ids[[2, 0, 1]], np.array([0, 0, 1]), ids[[2]])
+    batch = NoteBatch()
+    batch.extend([Change("s0", 4, (), ("a",))])
+    batch.add(notes)
+    batch.extend([Match("s3", 7, "b")])
+    assert len(batch) == 4
+    assert batch.to_list() == [Change("s0", 4, (), ("a",)), Match("s1", 5, "c"), Change("s2", 6, ("a", "b"), ("c",)),
+                               Match("s3", 7, "b")]
+
+
+def test_engine_columns_are_its_notifications():
+    for seed in range(12):
+        stream = random_stream(seed, n_events=300)
+        events, _ = validate(stream.events, stream.window, stream.space)
+        a = Engine(stream.window, stream.space, index="dkm")
+        b = Engine(stream.window, stream.space, index="dkm")
+        batch = a.apply_columnar(events)
+        assert any(isinstance(p, Notes) for p in batch.parts)
+        assert batch.to_list() == b.apply(events)

@@ -5,11 +5,12 @@ an expiring object that some buffer holds is found in those buffers through the 
 (each holder's region covers it, so probing its cells as an arrival does finds them
 all), leaves them, and a buffer left short of k that may have missed objects is
 refilled from the alive objects (:mod:`skpubsub.results.refill`) and re-posted. Then
-it scans, under each of the object's keywords, the postings of its cell on every grid
-level and the global list, verifies every live candidate once, inserts it into k-best
+it scans, under each of the object's posting tokens (its keywords; under ``aoiq`` also
+its keyword pairs and their blocks), the postings of its cell on every grid level and
+the global list, verifies every live candidate once, inserts it into k-best
 buffers and follows shrinking balls (tightening a box in place, or re-posting a level
-finer). Each change becomes an output row; Python merges one pub's rows for one
-subscription into its net notification.
+finer). Each change becomes an output row; one pub's rows for one subscription net out
+to its notification (:mod:`skpubsub.notes`).
 
 The kernel never allocates: before a call Python reserves posting room and output
 rows, and the kernel stops before an event that might not fit (after finding its
@@ -28,6 +29,7 @@ from itertools import islice
 import numpy as np
 from numba import njit
 
+from .index.aoiq import probe_room, probe_tokens
 from .index.cgrid import best_level, box_at, extent, post_slot, scan
 from .notes import Notes, net_changes
 from .results.kbest import after_put, put
@@ -53,6 +55,7 @@ def publish_run(start, n_active,
                 kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, res_dom, kb, complete,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                 epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp,
+                tok, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, toks, srt,
                 cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
                 out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters):
     """Process pubs ``start..`` of the batch; returns (next index, status)."""
@@ -79,8 +82,9 @@ def publish_run(start, n_active,
             if o_refs[o] == 0:
                 continue
             okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
+            nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
             stamp_next[0] += 1
-            nc = scan(o_x[o], o_y[o], okw, stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
+            nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                        h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
                        blk_free, meta, cands)
             found = 0
@@ -155,7 +159,7 @@ def publish_run(start, n_active,
                         _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, out_i, out_s, out_o, out_d,
                               out_ka, out_kd, out_r, counters)
                 _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                        queue, counters, match_all, kw_off, kw_len, kw_id, freq, epoch,
+                        queue, counters, match_all, kw_off, kw_len, kw_id, freq, tok, epoch,
                         h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
         o = b_obj[i]
         x = b_x[i]
@@ -165,8 +169,9 @@ def publish_run(start, n_active,
         if retains:  # alive from now on: refills see it (room reserved by the caller)
             post_object(a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
                         o, o_seq[o], okw)
+        nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
         stamp_next[0] += 1
-        nc = scan(x, y, okw, stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
+        nc = scan(x, y, toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                    cands)
         counters[C_CAND] += nc
@@ -208,7 +213,7 @@ def publish_run(start, n_active,
                 after_put(s, n1, cap, kk, ks, policy, res_key, ro, kth, complete)
                 if kth[s] != before:  # the region shrank
                     _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                            queue, counters, match_all, kw_off, kw_len, kw_id, freq, epoch,
+                            queue, counters, match_all, kw_off, kw_len, kw_id, freq, tok, epoch,
                             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
                             meta)
                 if pos < kk:  # entered the result (below the first k nothing changes)
@@ -246,7 +251,7 @@ def _remove(i, s, o, k, res_off, res_n, res_obj, res_key, res_dom, o_refs,
 
 @njit(cache=True)
 def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
-            match_all, kw_off, kw_len, kw_id, freq, epoch,
+            match_all, kw_off, kw_len, kw_id, freq, tok, epoch,
             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
     """The region of ``s`` changed (cgrid.CompiledGrid.update, same rule): tighten its box in
     place, or re-post it under a new epoch when it grew, left or entered the global lists, or
@@ -272,7 +277,9 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
         return  # unbounded, and already in the global lists
     off = kw_off[s]
     ln = kw_len[s]
-    if match_all[s] and ln > 1:  # GI²: only under the least frequent keyword
+    if tok[s] >= 0:  # under its own token (aoiq)
+        ln = 1
+    elif match_all[s] and ln > 1:  # GI²: only under the least frequent keyword
         j = off
         for jj in range(off + 1, off + ln):
             if freq[kw_id[jj]] < freq[kw_id[j]]:
@@ -294,8 +301,12 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
         box[s, 3] = tmp[3]
         nkw[s] = ln
         pending[s] = False
-        post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
-                  meta, s, epoch[s], best, tmp, kw_id[off:off + ln], lmax)
+        if tok[s] >= 0:
+            post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
+                      meta, s, epoch[s], best, tmp, tok[s:s + 1], lmax)
+        else:
+            post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
+                      meta, s, epoch[s], best, tmp, kw_id[off:off + ln], lmax)
         counters[C_LIVE_ADD] += n
         counters[C_BUDGET] -= n
     elif not pending[s]:  # out of reserved room: Python re-posts it after the call
@@ -448,6 +459,9 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     old_k = np.empty(maxk)
     hk, hq, ho = eng._scratch(int(sc.kb[: sc.top].max()) if sc.top else 1)
     dead = np.empty(max(1, len(exp_obj)), dtype=np.int64)
+    m_kw = int(max(oc.kw_len[b_obj].max(), oc.kw_len[exp_obj].max() if len(exp_obj) else 0))
+    toks = np.empty(probe_room(m_kw, ix.directory), dtype=np.int64)  # an object's posting tokens (aoiq.probe_tokens)
+    srt = np.empty(m_kw, dtype=np.int64)
     eng._fit_object_stamps()
     retains = eng.window.retains
     start = 0
@@ -468,7 +482,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             eng.subs.res.obj, eng.subs.res.key, eng.subs.res.dom, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            ix.stamp, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
+            ix.stamp, ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
             *rows.arrays, queue, dead, counters)
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
         if retains:

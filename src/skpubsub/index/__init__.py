@@ -1,8 +1,10 @@
 """Subscription indexes, chosen by name (``--index``)."""
 
+from .aoiq import AOIQIndex
 from .cgrid import CompiledGrid
 from .grid import GridIndex
 
 # One compiled grid inverted file is both DkM-SKS's worker index (kNN) and
 # PS2Stream's GI² (range); the plain ``grid`` is the uncompiled baseline.
-INDEXES = {"grid": GridIndex, "dkm": CompiledGrid, "gi2": CompiledGrid}
+# ``aoiq`` is CkQST's: the same grid, `all` subscriptions under ordered keyword pairs and blocks.
+INDEXES = {"grid": GridIndex, "dkm": CompiledGrid, "gi2": CompiledGrid, "aoiq": AOIQIndex}

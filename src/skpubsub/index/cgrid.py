@@ -36,6 +36,8 @@ from ..subscriptions import K_KNN, K_RANGE, SubTable
 from ..vocab import Vocabulary
 from . import postings as P
 
+_NO_DIRECTORY = (np.full(1, P.EMPTY, dtype=np.int64), np.full(1, -1, dtype=np.int32),
+                 *(np.zeros(0, dtype=np.int64) for _ in range(6)))
 SLACK = 1e-9  # regions are widened a hair so float rounding never loses a match
 
 
@@ -195,6 +197,7 @@ class CompiledGrid:
         self.box = np.full((cap, 4), -1, dtype=np.int32)
         self.nkw = np.zeros(cap, dtype=np.int32)  # keywords posted under (0: not posted)
         self.kw0 = np.full(cap, -1, dtype=np.int32)  # the one keyword an `all` subscription is posted under
+        self.tok = np.full(cap, -1, dtype=np.int64)  # a posting token other than keywords (aoiq), or -1
         self.stamp = np.full(cap, -1, dtype=np.int64)  # last probe that met the slot (scan)
         self.stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
         self.live_entries = 0
@@ -234,6 +237,7 @@ class CompiledGrid:
         self.box = box
         self.nkw = P._grown(self.nkw, cap, 0)
         self.kw0 = P._grown(self.kw0, cap, -1)
+        self.tok = P._grown(self.tok, cap, -1)
         self.stamp = P._grown(self.stamp, cap, -1)
 
     def _region(self, s: int) -> tuple[int, np.ndarray]:
@@ -246,7 +250,10 @@ class CompiledGrid:
         return level, self._tmp.copy()
 
     def _keywords(self, s: int) -> np.ndarray:
-        kws = self.subs.keywords(s)
+        """What slot ``s`` is posted under: a token, or keyword ids (int64)."""
+        if self.tok[s] >= 0:
+            return self.tok[s:s + 1].copy()
+        kws = self.subs.keywords(s).astype(np.int64)
         if self.subs.cols.match_all[s] and len(kws) > 1:
             return kws[[int(np.argmin(self.vocab.freq[kws]))]]  # least frequent so far (GI²)
         return kws.copy()
@@ -274,7 +281,7 @@ class CompiledGrid:
     def _post(self, s: int, kws: np.ndarray) -> None:
         """Entries for slot ``s`` under its epoch, level and box: O(cells x keywords)."""
         self.nkw[s] = len(kws)
-        self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 else -1
+        self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 and self.tok[s] < 0 else -1
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
         post_slot(*self.store.arrays, s, self.epoch[s], int(self.level[s]), self.box[s], kws, self.lmax)
@@ -343,14 +350,20 @@ class CompiledGrid:
         self._fit(self.subs.cols.capacity - 1)
         cands = np.empty(len(self.epoch), dtype=np.int64)
         self.stamp_next[0] += 1
-        n = scan(x, y, np.asarray(kw_ids, dtype=np.int32), self.stamp_next[0], self.subs.cols.active, self.epoch,
+        n = scan(x, y, np.asarray(kw_ids, dtype=np.int64), self.stamp_next[0], self.subs.cols.active, self.epoch,
                  self.level, self.box, self.stamp, self.geo, self.lmax, *self.store.arrays, cands)
         return np.sort(cands[:n])
 
     @property
+    def directory(self) -> tuple:
+        """The arrays ``aoiq.probe_tokens`` reads to turn an object's keywords into posting
+        tokens; none here (an object probes its keywords)."""
+        return _NO_DIRECTORY
+
+    @property
     def nbytes(self) -> int:
         return (self.store.nbytes + self.epoch.nbytes + self.level.nbytes + self.pending.nbytes
-                + self.box.nbytes + self.nkw.nbytes)
+                + self.box.nbytes + self.nkw.nbytes + self.tok.nbytes)
 
     def _check(self) -> None:
         """Every active slot's region lies inside its posted cells, and each of them holds
@@ -369,7 +382,9 @@ class CompiledGrid:
                 assert b[0] <= need[0] and b[1] <= need[1] and need[2] <= b[2] and need[3] <= b[3], (s, b, need)
             kws = self.subs.keywords(s)
             assert self.nkw[s] == (1 if c.match_all[s] and len(kws) > 1 else len(kws))
-            if self.nkw[s] != len(kws):
+            if self.tok[s] >= 0:
+                kws = self.tok[s:s + 1]
+            elif self.nkw[s] != len(kws):
                 continue  # posted under one keyword chosen by frequency at the time
             entry = (s << 32) | int(self.epoch[s])
             for w in kws.tolist():

@@ -63,6 +63,9 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
     "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"grid": 64, "max_cells": 16, "kmax": 4.0},
             {"refresh_from": 1}, {"buffer": "skyband"}, {"buffer": "cskyband"},
             {"grid": 4, "max_cells": 1, "buffer": "cskyband", "kmax": 1.5}],
+    # theta_u 0: a block per third keyword; 1e9: update cost rules, blocks widen instead
+    "aoiq": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 1e9}, {"theta_u": 0.0, "buffer": "cskyband"},
+             {"grid": 64, "theta_u": 1e9, "buffer": "skyband"}],
 }
 
 

@@ -17,7 +17,7 @@ from skpubsub import engine as engine_module
 from skpubsub.bench.workload import WorkloadConfig, generate
 from skpubsub.engine import Engine
 from skpubsub.io.events import Pub, Sub
-from skpubsub.results.refill import cost
+from skpubsub.results.refill import cost, cost_ckqst
 from skpubsub.testing.conformance import compare, compare_counting, engine_factory
 from skpubsub.testing.streams import random_stream
 
@@ -25,7 +25,7 @@ from skpubsub.testing.streams import random_stream
 
 
 @pytest.mark.parametrize("index", ["grid", "dkm"])
-@pytest.mark.parametrize("buffer", ["skyband", "cskyband"])
+@pytest.mark.parametrize("buffer", ["skyband", "cskyband", "ckskyband"])
 @pytest.mark.parametrize("window", ["count", "time"])
 def test_random_streams_are_exact_and_prune(index: str, buffer: str, window: str) -> None:
     streams = [(random_stream(seed, windows=(window,)), seed) for seed in range(60)]
@@ -135,7 +135,23 @@ def test_cost_model_is_skype_eq_13() -> None:
     assert best[0] == k  # a cheap refill: no buffer beyond k
 
 
-@pytest.mark.parametrize("buffer", ["skyband", "cskyband"])
+def test_ckqst_cost_model_is_eq_15() -> None:
+    """cost_ckqst(j) = j/2 (1 + |q(O)|) + C_topk*j/walk (Eqs. 13-17 per update, times |W|),
+    |q(O)| = min(j, max(k, k ln(j/k))); like Skype's, a dearer refill buys a deeper buffer,
+    and its upkeep term is cheaper than Skype's k ln(j/k) per admitted object."""
+    k = 10
+    for j in (10, 11, 25, 100, 1000):
+        walk = 2 * (j - k + 1) * j + (j - k + 1) * (j - k + 2)
+        band = min(j, max(k, k * math.log(j / k)))
+        assert cost_ckqst(j, k, 5000.0) == pytest.approx(0.5 * j * (1 + band) + 5000.0 * j / walk)
+    best = [min(range(k, 2000), key=lambda j: cost_ckqst(j, k, p)) for p in (10.0, 100.0, 5000.0, 1e5, 1e7)]
+    assert best == sorted(best) and best[0] < best[-1]
+    assert best[0] == k
+    assert min(range(k, 2000), key=lambda j: cost_ckqst(j, k, 1e5)) != min(range(k, 2000),
+                                                                         key=lambda j: cost(j, k, 1e5))
+
+
+@pytest.mark.parametrize("buffer", ["skyband", "cskyband", "ckskyband"])
 def test_refill_stops_at_a_threshold(buffer: str) -> None:
     """After a refill a k-skyband buffer holds the skyband of the candidates up to its
     threshold: not full, not complete, its entry rule at the threshold (above its last

@@ -36,7 +36,7 @@ class Engine:
     extra keyword arguments go to the index. ``apply(events)`` returns the
     notifications; ``results(id)`` / ``all_results()`` read current results.
     ``buffer``: under a window, how kNN/top-k results are buffered so that most expiries
-    need no re-evaluation — ``kmax``, ``skyband`` or ``cskyband`` (see ``SubTable``);
+    need no re-evaluation — ``kmax``, ``skyband``, ``cskyband`` or ``ckskyband`` (see ``SubTable``);
     ``kmax``: each buffer holds up to ``ceil(kmax*k)`` objects (at most 4k; default 2 for
     ``kmax``, 3 for the k-skyband policies).
     ``external_expiry``: objects leave the window only when told (``apply_routed``),

@@ -13,8 +13,8 @@ from .scoring import unit_weights
 KIND_CODE = {RANGE: 0, KNN: 1, TOPK: 2}
 K_RANGE, K_KNN, K_TOPK = 0, 1, 2
 # Result buffer policies under a window (how a buffer is refilled and pruned).
-BUFFERS = ("kmax", "skyband", "cskyband")
-B_KMAX, B_SKYBAND, B_CSKYBAND = range(3)
+BUFFERS = ("kmax", "skyband", "cskyband", "ckskyband")
+B_KMAX, B_SKYBAND, B_CSKYBAND, B_CKSKYBAND = range(4)
 
 
 class SubTable:
@@ -36,7 +36,9 @@ class SubTable:
     - ``skyband`` (Mouratidis et al., Skype's baseline): the k-skyband of the objects
       scoring at least 0.95 of the k-th score;
     - ``cskyband`` (Skype Section 6.2): the k-skyband above a threshold chosen per
-      subscription by the cost model of Eqs. 9-13.
+      subscription by the cost model of Eqs. 9-13;
+    - ``ckskyband`` (CkQST Section 3.6): the same, the threshold chosen by CkQST's cost
+      model (Eqs. 13-17).
 
     Without a window ``kb = k`` and nothing is pruned.
     """

@@ -83,8 +83,8 @@ def after_put(s, n, cap, kk, ks, policy, res_key, ro, kth, complete):
     """The entry rule after an insertion. A full buffer admits only what beats its last
     entry from now on (objects may pass it by unseen, so it is no longer complete). A
     k-skyband buffer holding all qualifying objects takes a threshold once it has k of
-    them, as after a re-evaluation: the k-th key (``cskyband``: the cost model weighs
-    only what it has seen, these k) or the Skyband rule; else it would keep every
+    them, as after a re-evaluation: the k-th key (``cskyband``, ``ckskyband``: the cost
+    model weighs only what it has seen, these k) or the Skyband rule; else it would keep every
     undominated object of the whole window."""
     if n == cap:
         complete[s] = False

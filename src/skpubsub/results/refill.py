@@ -8,7 +8,7 @@ subscription's keywords — for an all-keywords kNN only the rarest one, verifyi
 rest — keeps the best candidates by key, newest first on ties (SubTable's rule), and
 makes the buffer by the engine's policy (see ``SubTable``): the best ``kb`` (``kmax``),
 or the k-skyband of the candidates up to a threshold (``skyband``: 0.95 of the k-th
-score; ``cskyband``: Skype's cost model, ``cost``). Keys use :mod:`skpubsub.scoring`'s
+score; ``cskyband``: Skype's cost model, ``cost``; ``ckskyband``: CkQST's, ``cost_ckqst``). Keys use :mod:`skpubsub.scoring`'s
 arithmetic in its order, as the kernel's do.
 """
 
@@ -22,7 +22,7 @@ from numba import njit
 from ..index import postings as P
 from ..scoring import carries_all, topk_key_ids
 from ..store.objects import alive_entry
-from ..subscriptions import B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
+from ..subscriptions import B_CKSKYBAND, B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
 from .kbest import skyband_theta
 
 POOL = 16  # a k-skyband policy weighs up to POOL*kb best candidates for its threshold
@@ -37,6 +37,21 @@ def cost(j, k, topk):
     a = float(j)
     z = 2.0 * (a - k + 1.0) * a + (a - k + 1.0) * (a - k + 2.0)  # Eq. 12 times prob
     return a * k * math.log(a / k) + topk * a / z
+
+
+@njit(cache=True)
+def cost_ckqst(j, k, topk):
+    """CkQST Eq. 15 for an extended range holding the best ``j`` (q.θk) objects, per object
+    update and times |W| (shared by every ``j``): with pMq = j/|W| (Eq. 14's loose-match
+    probability), an arriving object is verified with probability pMq/2 (CVR, Eq. 13) and
+    then updates the extended list of |q(O)| entries (CUL, Eq. 14, |q(O)| taken as
+    min(j, max(k, k ln(j/k))): the paper's max(k ln(j/k), j) is always j); a re-evaluation
+    costs C_topk (``topk``, the entries it read: CIe) once per θt updates, the lazy random
+    walk's time to fall from j to k-1 (Eqs. 16-17)."""
+    a = float(j)
+    skyband = min(a, max(float(k), k * math.log(a / k)))
+    walk = 2.0 * (a - k + 1.0) * a + (a - k + 1.0) * (a - k + 2.0)  # Eq. 17 times pMq
+    return 0.5 * a * (1.0 + skyband) + topk * a / walk
 
 
 @njit(inline="always", cache=True)
@@ -165,11 +180,12 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
         j = kk
         while j < n and hk[j] <= theta:
             j += 1
-    elif policy == B_CSKYBAND and n > kk:
+    elif (policy == B_CSKYBAND or policy == B_CKSKYBAND) and n > kk:
+        ck = policy == B_CKSKYBAND
         j = kk
-        best = cost(kk, kk, read)
+        best = cost_ckqst(kk, kk, read) if ck else cost(kk, kk, read)
         for jj in range(kk + 1, n + 1):
-            c = cost(jj, kk, read)
+            c = cost_ckqst(jj, kk, read) if ck else cost(jj, kk, read)
             if c < best:
                 best = c
                 j = jj

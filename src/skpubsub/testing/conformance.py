@@ -61,10 +61,10 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
     # dkm and gi2 are one compiled class today: the variants run under one name
     # refresh_from=1: `all` postings reviewed at 1, 2, 4, ... objects (re-posted under a new keyword)
     "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"grid": 64, "max_cells": 16, "kmax": 4.0},
-            {"refresh_from": 1}, {"buffer": "skyband"}, {"buffer": "cskyband"},
+            {"refresh_from": 1}, {"buffer": "skyband"}, {"buffer": "cskyband"}, {"buffer": "ckskyband"},
             {"grid": 4, "max_cells": 1, "buffer": "cskyband", "kmax": 1.5}],
     # theta_u 0: a block per third keyword; 1e9: update cost rules, blocks widen instead
-    "aoiq": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 1e9}, {"theta_u": 0.0, "buffer": "cskyband"},
+    "aoiq": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 1e9}, {"theta_u": 0.0, "buffer": "ckskyband"},
              {"grid": 64, "theta_u": 1e9, "buffer": "skyband"}],
 }
 

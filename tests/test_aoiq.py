@@ -16,6 +16,7 @@ from skpubsub.engine import Engine
 from skpubsub.index.aoiq import probe_room, probe_tokens
 from skpubsub.io.events import Pub, Sub
 from skpubsub.testing.conformance import compare_counting
+from skpubsub.testing.streams import Stream
 
 
 def _sub(seq: int, kws: tuple[str, ...], match: str = "all") -> Sub:
@@ -104,11 +105,8 @@ def test_geonames_all_keyword_knn_workload_is_exact(buffer: str) -> None:
     cfg = WorkloadConfig(objects=1500, subscriptions=400, kind="knn", match="all", sub_rate=0.5,
                          unsub_rate=0.5, objects_per_step=10, seed=11, limit=3000)
 
-    class Once:
-        pass
-
-    s = Once()
-    s.events, s.window, s.space = list(generate(cfg)), "time:40", None
+    events = list(generate(cfg))
+    s = Stream("time:40", None, events, [False] * len(events))
     compare_counting([(s, 3)], "aoiq", buffer=buffer)
     eng = Engine("time:40", index="aoiq", buffer=buffer)
     from skpubsub.testing.conformance import validate

@@ -19,7 +19,7 @@ from skpubsub.engine import Engine
 from skpubsub.io.events import Pub, Sub
 from skpubsub.results.refill import cost, cost_ckqst
 from skpubsub.testing.conformance import compare, compare_counting, engine_factory
-from skpubsub.testing.streams import random_stream
+from skpubsub.testing.streams import Stream, random_stream
 
 
 
@@ -40,11 +40,8 @@ def test_geonames_topk_workload_is_exact(buffer: str) -> None:
     cfg = WorkloadConfig(objects=1200, subscriptions=120, kind="topk", match="any", sub_rate=0.5,
                          unsub_rate=0.5, objects_per_step=10, seed=5, limit=2400)
 
-    class Once:
-        pass
-
-    s = Once()
-    s.events, s.window, s.space = list(generate(cfg)), "count:200", None
+    events = list(generate(cfg))
+    s = Stream("count:200", None, events, [False] * len(events))
     for index in ("grid", "dkm"):
         stats = compare_counting([(s, 2)], index, buffer=buffer)
         assert stats["refills"] > 10

@@ -30,6 +30,18 @@ def _rank_sort(objs, keys, oseq, lo, hi):
         keys[b + 1] = k
 
 
+@njit(inline="always", cache=True)
+def _cancel(objs, keys, koff, lo, hi, o):
+    """Drop ``o`` from ``objs[lo:hi]`` (keys at ``keys[koff + i]``) if there; did it?"""
+    for q in range(lo, hi):
+        if objs[q] == o:
+            for r in range(q, hi - 1):
+                objs[r] = objs[r + 1]
+                keys[koff + r] = keys[koff + r + 1]
+            return True
+    return False
+
+
 @njit(cache=True)
 def net_changes(I, S, A, D, KA, KD, oseq, n_i, n_s, n_match, add_off, add_obj, rem_off, rem_obj, tmp_key):
     """Rows sorted by (pub, subscription), each pair's rows in the order they happened,
@@ -63,30 +75,14 @@ def net_changes(I, S, A, D, KA, KD, oseq, n_i, n_s, n_match, add_off, add_obj, r
         else:  # several changes of one pub to one result: their net (an object in and out cancels)
             for h in range(j, e):
                 if D[h] >= 0:
-                    hit = -1
-                    for q in range(a0, na):
-                        if add_obj[q] == D[h]:
-                            hit = q
-                            break
-                    if hit >= 0:
-                        for q in range(hit, na - 1):
-                            add_obj[q] = add_obj[q + 1]
-                            tmp_key[q] = tmp_key[q + 1]
+                    if _cancel(add_obj, tmp_key, 0, a0, na, D[h]):
                         na -= 1
                     else:
                         rem_obj[nr] = D[h]
                         tmp_key[m + nr] = KD[h]
                         nr += 1
                 if A[h] >= 0:
-                    hit = -1
-                    for q in range(r0, nr):
-                        if rem_obj[q] == A[h]:
-                            hit = q
-                            break
-                    if hit >= 0:
-                        for q in range(hit, nr - 1):
-                            rem_obj[q] = rem_obj[q + 1]
-                            tmp_key[m + q] = tmp_key[m + q + 1]
+                    if _cancel(rem_obj, tmp_key, m, r0, nr, A[h]):
                         nr -= 1
                     else:
                         add_obj[na] = A[h]

@@ -11,7 +11,6 @@ for whoever wants them.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
 from .io.events import Change, Match, Notification

@@ -450,7 +450,8 @@ def format_report(rep: dict[str, Any]) -> str:
     lines = [_describe(rep)]
     wid = max([11] + [len(ix) + 2 for ix in rep["indexes"]])  # index names may carry parameters
     head = (f"{'index':<{wid}}{'build s':>9}{'B/sub build':>13}{'B/sub end':>11}{'arrivals obj/s':>16}"
-            f"{'ratio':>9}{'delivered obj/s':>17}{'expiries obj/s':>16}{'cand/obj':>10}{'aff/obj':>9}{'refills':>9}{'reads/exp':>11}"
+            f"{'ratio':>9}{'delivered obj/s':>17}{'expiries obj/s':>16}{'cand/obj':>10}{'aff/obj':>9}"
+            f"{'refills':>9}{'reads/exp':>11}"
             f"{'buf/sub':>9}  same results")
     lines.append(head)
     lines.append("-" * len(head))

@@ -8,8 +8,9 @@ subscription's keywords — for an all-keywords kNN only the rarest one, verifyi
 rest — keeps the best candidates by key, newest first on ties (SubTable's rule), and
 makes the buffer by the engine's policy (see ``SubTable``): the best ``kb`` (``kmax``),
 or the k-skyband of the candidates up to a threshold (``skyband``: 0.95 of the k-th
-score; ``cskyband``: Skype's cost model, ``cost``; ``ckskyband``: CkQST's, ``cost_ckqst``). Keys use :mod:`skpubsub.scoring`'s
-arithmetic in its order, as the kernel's do.
+score; ``cskyband``: Skype's cost model, ``cost``; ``ckskyband``: CkQST's,
+``cost_ckqst``). Keys use :mod:`skpubsub.scoring`'s arithmetic in its order, as the
+kernel's do.
 """
 
 from __future__ import annotations

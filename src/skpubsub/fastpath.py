@@ -141,21 +141,11 @@ def publish_run(start, n_active,
                 counters[C_REFILLS] += 1
                 nnew = min(res_n[s], kk)
                 for j in range(nold):  # the result's net change, as rows
-                    gone = True
-                    for jj in range(nnew):
-                        if res_obj[ro + jj] == old_o[j]:
-                            gone = False
-                            break
-                    if gone:
+                    if not _holds(res_obj, ro, nnew, old_o[j]):
                         _emit(i, s, -1, 0.0, old_o[j], old_k[j], 1, out_i, out_s, out_o, out_d, out_ka, out_kd,
                               out_r, counters)
                 for jj in range(nnew):
-                    new = True
-                    for j in range(nold):
-                        if res_obj[ro + jj] == old_o[j]:
-                            new = False
-                            break
-                    if new:
+                    if not _holds(old_o, 0, nold, res_obj[ro + jj]):
                         _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, out_i, out_s, out_o, out_d,
                               out_ka, out_kd, out_r, counters)
                 _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
@@ -220,6 +210,15 @@ def publish_run(start, n_active,
                     _emit(i, s, o, key, left, left_key, 0, out_i, out_s, out_o, out_d, out_ka, out_kd, out_r,
                           counters)
     return n, DONE
+
+
+@njit(inline="always", cache=True)
+def _holds(objs, lo, n, o):
+    """Is ``o`` among ``objs[lo:lo + n]``?"""
+    for j in range(lo, lo + n):
+        if objs[j] == o:
+            return True
+    return False
 
 
 @njit(cache=True)

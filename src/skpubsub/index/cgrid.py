@@ -163,11 +163,7 @@ def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next
                 if not live(e, e >> 32, level, cx, cy, epoch, lvl, box, active):
                     dropped += 1
                     continue
-                blk_data[wb * P.B + wi] = e
-                wi += 1
-                if wi == P.B:
-                    wb = blk_next[wb]
-                    wi = 0
+                wb, wi = P.keep(e, wb, wi, blk_next, blk_data)
             rb = blk_next[rb]
         if dropped:
             P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free,
@@ -447,11 +443,7 @@ def scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
                             level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
                         dropped += 1
                         continue
-                    blk_data[wb * P.B + wi] = ent  # compact in place
-                    wi += 1
-                    if wi == P.B:
-                        wb = blk_next[wb]
-                        wi = 0
+                    wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)  # compact in place
                     if stamp[s] != st:  # not yet seen under another keyword
                         stamp[s] = st
                         cands[nc] = s

@@ -199,6 +199,17 @@ def _free_chain(b, blk_next, blk_free, meta):
         b = nb
 
 
+@njit(inline="always", cache=True)
+def keep(e, wb, wi, blk_next, blk_data):
+    """Write entry ``e`` at the cursor (block ``wb``, index ``wi``) of an in-place
+    compaction; returns the advanced cursor. A scan that drops entries ends with ``truncate``."""
+    blk_data[wb * B + wi] = e
+    wi += 1
+    if wi == B:
+        return blk_next[wb], 0
+    return wb, wi
+
+
 @njit(cache=True)
 def truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free, meta,
              dropped):

@@ -125,11 +125,7 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
                 if not alive_entry(e, o_alive, o_seq):
                     dropped += 1
                     continue
-                blk_data[wb * P.B + wi] = e
-                wi += 1
-                if wi == P.B:
-                    wb = blk_next[wb]
-                    wi = 0
+                wb, wi = P.keep(e, wb, wi, blk_next, blk_data)
                 read += 1
                 o = e >> 32
                 if o_stamp[o] == st:

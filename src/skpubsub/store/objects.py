@@ -146,11 +146,7 @@ def scan_posting(p, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_n
             if not alive_entry(e, o_alive, o_seq):
                 dropped += 1
                 continue
-            blk_data[wb * P.B + wi] = e
-            wi += 1
-            if wi == P.B:
-                wb = blk_next[wb]
-                wi = 0
+            wb, wi = P.keep(e, wb, wi, blk_next, blk_data)
             out[n] = e >> 32
             n += 1
         rb = blk_next[rb]

@@ -275,6 +275,11 @@ def order_indexes(indexes: list[str], baseline: str | None) -> tuple[list[str], 
     return out, notes
 
 
+def _sig(x: float | None) -> float | None:
+    """A ratio to 4 significant digits: rounding to decimals would turn a tiny one into 0."""
+    return None if x is None else float(f"{x:.4g}")
+
+
 def _median(xs: list) -> float | None:
     vals = [x for x in xs if x is not None]
     return statistics.median(vals) if vals and len(vals) == len(xs) else None
@@ -400,10 +405,10 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
             "arrival_seconds_runs": [_r(r["arrival_seconds"], 6) for r in rs],
             "arrivals_objects_per_second_median": _r(ops, 1),
             "arrivals_objects_per_second_runs": [_r(r["objects_per_second"], 1) for r in rs],
-            "ratio_to_baseline": _r(_per(ops, base_ops), 3),
+            "ratio_to_baseline": _sig(_per(ops, base_ops)),
             "delivery_seconds_runs": [_r(r["delivery_seconds"], 6) for r in rs],
             "arrivals_delivered_objects_per_second_median": _r(dops, 1),
-            "delivered_ratio_to_baseline": _r(_per(dops, base_dops), 3),
+            "delivered_ratio_to_baseline": _sig(_per(dops, base_dops)),
             "arrivals_objects_per_second_excl_expiry_median":
                 _r(_median([r["objects_per_second_excl_expiry"] for r in rs]), 1),
             "expired": last["expired"],
@@ -415,7 +420,7 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
             "expiry_seconds_runs": [_r(r["expiry_seconds"], 6) for r in rs],
             "expiries_objects_per_second_median": _r(eps, 1),
             "expiries_objects_per_second_runs": [_r(r["expiries_per_second"], 1) for r in rs],
-            "expiry_ratio_to_baseline": _r(_per(eps, base_eps), 3),
+            "expiry_ratio_to_baseline": _sig(_per(eps, base_eps)),
             "notifications": last["notifications"],
             "candidates_per_object": _r(_per(last["candidates"], n_obj), 3),
             "affected_per_object": _r(_per(last["affected"], n_obj), 3),

@@ -3,12 +3,15 @@ engine's columns against its objects."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skpubsub.engine import Engine
 from skpubsub.io.events import Change, Match
+from skpubsub.io.sinks import json_text
 from skpubsub.notes import NoteBatch, Notes, net_changes
 from skpubsub.testing.conformance import validate
 from skpubsub.testing.streams import random_stream
@@ -113,6 +116,18 @@ def test_notes_to_list_and_batch_order():
     assert len(batch) == 4
     assert batch.to_list() == [Change("s0", 4, (), ("a",)), Match("s1", 5, "c"), Change("s2", 6, ("a", "b"), ("c",)),
                                Match("s3", 7, "b")]
+    assert batch.json_lines() == [json_text(n.to_json()) + "\n" for n in batch.to_list()]
+
+
+def test_json_lines_are_the_objects_lines_byte_for_byte():
+    """Ids of every JSON kind the SPEC allows, escapes, non-ASCII, int and float times."""
+    ids = np.array(["o\"1", "é\n", 7, "o\u2028", "x"], dtype=object)
+    notes = Notes(np.array([0, 0, 1, 2]), np.array(["s1", 2, "s\\3", "s1"], dtype=object),
+                  np.array([5, 5, 6.0, 1e-7], dtype=object), np.array([True, False, False, False]),
+                  np.array([0, 1, 3, 3, 5]), ids[[2, 0, 1, 3, 4]], np.array([0, 0, 1, 3, 3]), ids[[4, 0, 2]])
+    want = [json_text(n.to_json()) + "\n" for n in notes.to_list()]
+    assert notes.json_lines() == want
+    assert [json.loads(line) for line in want][1] == {"sub": 2, "t": 5, "added": ["o\"1", "é\n"], "removed": ["x"]}
 
 
 def test_engine_columns_are_its_notifications():
@@ -124,3 +139,4 @@ def test_engine_columns_are_its_notifications():
         batch = a.apply_columnar(events)
         assert any(isinstance(p, Notes) for p in batch.parts)
         assert batch.to_list() == b.apply(events)
+        assert batch.json_lines() == [json_text(n.to_json()) + "\n" for n in batch.to_list()]

@@ -14,6 +14,7 @@ from __future__ import annotations
 from numba import njit
 
 from .io.events import Change, Match, Notification
+from .io.sinks import json_text
 
 @njit(cache=True)
 def _rank_sort(objs, keys, oseq, lo, hi):
@@ -127,6 +128,34 @@ class Notes:
                 append(Change(s, t, tuple(added[a0:a1]), tuple(removed[r0:r1])))
         return out
 
+    def json_lines(self) -> list[str]:
+        """The notifications as output lines (``json_text`` of ``to_json`` plus a newline, byte
+        for byte) without making their objects: each distinct id and time is encoded once."""
+        memo: dict = {}
+
+        def enc(values: list) -> list[str]:
+            out = []
+            for v in values:
+                key = (type(v), v)
+                e = memo.get(key)
+                if e is None:
+                    e = memo[key] = json_text(v)
+                out.append(e)
+            return out
+
+        subs, times = enc(self.sub.tolist()), enc(self.t.tolist())
+        added, removed = enc(self.added.tolist()), enc(self.removed.tolist())
+        ao, ro = self.add_off.tolist(), self.rem_off.tolist()
+        lines = []
+        append = lines.append
+        for j, m in enumerate(self.match.tolist()):
+            if m:
+                append(f'{{"sub":{subs[j]},"t":{times[j]},"object":{added[ao[j]]}}}\n')
+            else:
+                append(f'{{"sub":{subs[j]},"t":{times[j]},"added":[{",".join(added[ao[j]:ao[j + 1]])}],'
+                       f'"removed":[{",".join(removed[ro[j]:ro[j + 1]])}]}}\n')
+        return lines
+
 
 class NoteBatch:
     """The notifications of one ``apply``, in stream order: columnar runs from the
@@ -157,4 +186,11 @@ class NoteBatch:
         out: list[Notification] = []
         for p in self.parts:
             out.extend(p if isinstance(p, list) else p.to_list())
+        return out
+
+    def json_lines(self) -> list[str]:
+        """The output lines of all the notifications, in order (``Notes.json_lines``)."""
+        out: list[str] = []
+        for p in self.parts:
+            out.extend([json_text(n.to_json()) + "\n" for n in p] if isinstance(p, list) else p.json_lines())
         return out

@@ -46,7 +46,9 @@ class _Single:
         self.engine = engine
 
     def apply(self, events):
-        return self.engine.apply(events)
+        """Notifications as columns where the engine has them (the writer formats them)."""
+        apply = getattr(self.engine, "apply_columnar", None)
+        return apply(events) if apply is not None else self.engine.apply(events)
 
     def results(self):
         return self.engine.all_results()

@@ -30,7 +30,9 @@ class RunWriter:
         self.n_notifications = 0
 
     def notifications(self, notes: Iterable[Notification]) -> None:
-        lines = [_line(n.to_json()) for n in notes]
+        """Write ``notes``: Notification objects, or a batch that formats itself
+        (``notes.NoteBatch.json_lines``, columns straight to text)."""
+        lines = notes.json_lines() if hasattr(notes, "json_lines") else [_line(n.to_json()) for n in notes]
         self.n_notifications += len(lines)
         self._notes.writelines(lines)
 

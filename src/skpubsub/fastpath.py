@@ -31,12 +31,13 @@ from numba import njit
 
 from .index.aoiq import probe_room, probe_tokens
 from .index.cgrid import best_level, box_at, extent, post_slot, scan
+from .index.prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
 from .notes import Notes, net_changes
 from .results.kbest import after_put, put
 from .results.refill import refill
 from .scoring import carries_all, topk_key_ids
 from .store.objects import post_object
-from .subscriptions import K_KNN, K_RANGE
+from .subscriptions import K_KNN, K_RANGE, K_TOPK
 # counters[] fields
 (C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED, C_NEED,
  C_NEED_ROWS, C_REFILLS, C_READS, C_EVICT) = range(15)
@@ -54,7 +55,7 @@ def publish_run(start, n_active,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
                 kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, res_dom, kb, complete,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp,
+                epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp, rb, pkth, prefix, ptok,
                 tok, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, toks, srt,
                 cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
                 out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters):
@@ -83,6 +84,8 @@ def publish_run(start, n_active,
                 continue
             okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
             nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
+            if prefix:
+                nt = probe_classes(okw, toks, nt)
             stamp_next[0] += 1
             nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                        h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
@@ -149,7 +152,7 @@ def publish_run(start, n_active,
                         _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, out_i, out_s, out_o, out_d,
                               out_ka, out_kd, out_r, counters)
                 _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                        queue, counters, match_all, kw_off, kw_len, kw_id, freq, tok, epoch,
+                        queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch, rb, pkth, prefix, ptok,
                         h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
         o = b_obj[i]
         x = b_x[i]
@@ -160,6 +163,8 @@ def publish_run(start, n_active,
             post_object(a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
                         o, o_seq[o], okw)
         nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
+        if prefix:
+            nt = probe_classes(okw, toks, nt)
         stamp_next[0] += 1
         nc = scan(x, y, toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
@@ -203,7 +208,7 @@ def publish_run(start, n_active,
                 after_put(s, n1, cap, kk, ks, policy, res_key, ro, kth, complete)
                 if kth[s] != before:  # the region shrank
                     _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                            queue, counters, match_all, kw_off, kw_len, kw_id, freq, tok, epoch,
+                            queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch, rb, pkth, prefix, ptok,
                             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
                             meta)
                 if pos < kk:  # entered the result (below the first k nothing changes)
@@ -250,21 +255,24 @@ def _remove(i, s, o, k, res_off, res_n, res_obj, res_key, res_dom, o_refs,
 
 @njit(cache=True)
 def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
-            match_all, kw_off, kw_len, kw_id, freq, tok, epoch,
+            match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch, rb, pkth, prefix, ptok,
             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
     """The region of ``s`` changed (cgrid.CompiledGrid.update, same rule): tighten its box in
     place, or re-post it under a new epoch when it grew, left or entered the global lists, or
-    shrank a level finer. A re-post beyond the reserved room is queued for Python; only a
+    shrank a level finer, or (a top-k slot) its keywords' size classes changed
+    (prefix.same_classes). A re-post beyond the reserved room is queued for Python; only a
     shrinking region may be (its old entries stay a superset), which the caller's reserve
     guarantees."""
     cur = lvl[s]
+    pre = prefix and ks == K_TOPK
+    same = not pre or same_classes(kw_off[s], kw_len[s], kth[s], pkth[s], alpha[s], rb)
     old = 1 if cur < 0 else (box[s, 2] - box[s, 0] + 1) * (box[s, 3] - box[s, 1] + 1)
     best = -1
     if extent(ks, sx[s], sy[s], 0.0, 0.0, 0.0, 0.0, kth[s], alpha[s], geo[4], ext):
         best = best_level(ext, geo, lmax, max_cells, tmp)
         if 0 <= best <= cur:
             after = box_at(cur, ext, geo, tmp)
-            if box[s, 0] <= tmp[0] and box[s, 1] <= tmp[1] and tmp[2] <= box[s, 2] and tmp[3] <= box[s, 3]:
+            if same and box[s, 0] <= tmp[0] and box[s, 1] <= tmp[1] and tmp[2] <= box[s, 2] and tmp[3] <= box[s, 3]:
                 box[s, 0] = tmp[0]
                 box[s, 1] = tmp[1]
                 box[s, 2] = tmp[2]
@@ -272,7 +280,7 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
                 counters[C_LIVE_DROP] += (old - after) * nkw[s]
                 return
             best = best_level(ext, geo, lmax, max_cells, tmp)
-    elif cur < 0:
+    elif cur < 0 and same:
         return  # unbounded, and already in the global lists
     off = kw_off[s]
     ln = kw_len[s]
@@ -289,8 +297,14 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
         tmp[:] = -1
         n = ln
     else:
-        n = ln * (tmp[2] - tmp[0] + 1) * (tmp[3] - tmp[1] + 1)
+        n = ln * (tmp[2] - tmp[0] + 1) * (tmp[3] - tmp[1] + 1)  # at most (top-k: some keywords may go)
     if n <= counters[C_BUDGET]:
+        if pre:  # the prefix order follows the frequencies as they are now
+            prefix_bounds(off, ln, kw_id, kw_ws, freq, rb)
+            pkth[s] = kth[s]
+            m = post_tokens(off, ln, kw_id, kth[s], alpha[s], rb, ptok)
+            n = n // ln * m
+            ln = m
         counters[C_LIVE_DROP] += old * nkw[s]
         epoch[s] = (epoch[s] + 1) & 0xFFFFFFFF
         lvl[s] = best
@@ -303,6 +317,9 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
         if tok[s] >= 0:
             post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
                       meta, s, epoch[s], best, tmp, tok[s:s + 1], lmax)
+        elif pre:
+            post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
+                      meta, s, epoch[s], best, tmp, ptok[:ln], lmax)
         else:
             post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
                       meta, s, epoch[s], best, tmp, kw_id[off:off + ln], lmax)
@@ -459,8 +476,9 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     hk, hq, ho = eng._scratch(int(sc.kb[: sc.top].max()) if sc.top else 1)
     dead = np.empty(max(1, len(exp_obj)), dtype=np.int64)
     m_kw = int(max(oc.kw_len[b_obj].max(), oc.kw_len[exp_obj].max() if len(exp_obj) else 0))
-    toks = np.empty(probe_room(m_kw, ix.directory), dtype=np.int64)  # an object's posting tokens (aoiq.probe_tokens)
+    toks = np.empty(probe_room(m_kw, ix.directory) + NC * m_kw, dtype=np.int64)  # an object's posting tokens (aoiq.probe_tokens)
     srt = np.empty(m_kw, dtype=np.int64)
+    ptok = np.empty(max(1, int(sc.kw_len[: sc.top].max()) if sc.top else 1), dtype=np.int64)  # a re-post's tokens
     eng._fit_object_stamps()
     retains = eng.window.retains
     start = 0
@@ -481,7 +499,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             eng.subs.res.obj, eng.subs.res.key, eng.subs.res.dom, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            ix.stamp, ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
+            ix.stamp, ix.rows_bounds(), ix.pkth, ix.prefix, ptok, ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
             *rows.arrays, queue, dead, counters)
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
         if retains:

@@ -37,6 +37,7 @@ from ..subscriptions import SubTable
 from ..vocab import Vocabulary
 from . import postings as P
 from .cgrid import CompiledGrid
+from .prefix import NC, probe_classes
 
 TOKEN_BASE = 1 << 31  # block tokens live above every keyword id in the cell keys
 
@@ -109,8 +110,9 @@ class AOIQIndex(CompiledGrid):
     name = "aoiq"
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
-                 max_cells: int = 4, refresh_from: int = 1024, theta_u: float = 0.001) -> None:
-        super().__init__(subs, vocab, space, grid=grid, max_cells=max_cells, refresh_from=refresh_from)
+                 max_cells: int = 4, refresh_from: int = 1024, theta_u: float = 0.001, prefix: bool = True) -> None:
+        super().__init__(subs, vocab, space, grid=grid, max_cells=max_cells, refresh_from=refresh_from,
+                         prefix=prefix)
         self.theta_u = float(theta_u)
         self.pairs: dict[tuple[int, int], int] = {}  # (ψ[1], ψ[2]) -> pair index
         self.blocks: list[list[list[int]]] = []  # per pair: [minw, maxw, token, subscriptions] by minw
@@ -277,11 +279,14 @@ class AOIQIndex(CompiledGrid):
         self.objects = objects
         return 0
 
-    def candidates(self, x: float, y: float, kw_ids) -> np.ndarray:
-        kws = np.asarray(kw_ids, dtype=np.int64)
-        out = np.empty(probe_room(len(kws), self.directory), dtype=np.int64)
-        n = probe_tokens(kws, *self.directory, np.empty(len(kws), dtype=np.int64), out)
-        return super().candidates(x, y, out[:n])
+    def _tokens(self, kw_ids: np.ndarray) -> np.ndarray:
+        """An object's keywords, the b0 of its pairs and the blocks it may match
+        (probe_tokens), and with the prefix filter its class tokens."""
+        out = np.empty(probe_room(len(kw_ids), self.directory) + NC * len(kw_ids), dtype=np.int64)
+        n = probe_tokens(kw_ids, *self.directory, np.empty(len(kw_ids), dtype=np.int64), out)
+        if self.prefix:
+            n = probe_classes(kw_ids, out, n)
+        return out[:n]
 
     @property
     def nbytes(self) -> int:

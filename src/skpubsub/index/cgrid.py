@@ -8,7 +8,9 @@ grid cells that each hold an inverted file (keyword -> subscriptions).
 * ``knn`` (and ``topk``): posted in the cells its ball B(s) overlaps — radius
   ``sqrt(kth)``, or for top-k the distance at which an object could still reach
   the k-th score — once its result is full; before that in a per-keyword global
-  list (DkM-SKS's unfilled subscriptions).
+  list (DkM-SKS's unfilled subscriptions). With ``prefix`` (the default) a top-k
+  subscription's keywords are posted under object size class tokens and the keywords
+  past its prefix not at all (:mod:`skpubsub.index.prefix`, Skype's prefix filter).
 
 The grid is multi-resolution (levels of 1, 2, 4, ... ``grid`` cells per side,
 a quadtree flattened into hash keys): a region is posted at the finest level
@@ -32,9 +34,10 @@ import numpy as np
 from numba import njit
 
 from ..config import Space
-from ..subscriptions import K_KNN, K_RANGE, SubTable
+from ..subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
 from ..vocab import Vocabulary
 from . import postings as P
+from .prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
 
 _NO_DIRECTORY = (np.full(1, P.EMPTY, dtype=np.int64), np.full(1, -1, dtype=np.int32),
                  *(np.zeros(0, dtype=np.int64) for _ in range(6)))
@@ -173,15 +176,17 @@ def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next
 class CompiledGrid:
     """Multi-level grid of inverted files in compiled posting lists; see the module docstring.
 
-    ``grid`` (a power of two) is the finest level's cells per side.
+    ``grid`` (a power of two) is the finest level's cells per side; ``prefix`` turns on the
+    prefix filter for top-k subscriptions.
     """
 
     name = "dkm"
     compiled = True
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
-                 max_cells: int = 4, refresh_from: int = 1024) -> None:
+                 max_cells: int = 4, refresh_from: int = 1024, prefix: bool = True) -> None:
         self.subs, self.vocab, self.space = subs, vocab, space
+        self.prefix = bool(prefix)
         self.lmax = max(0, int(math.ceil(math.log2(max(1, int(grid))))))
         self.max_cells = max(1, int(max_cells))
         self.geo = np.array([space.x1, space.y1, space.x2 - space.x1, space.y2 - space.y1, space.maxdist])
@@ -195,6 +200,8 @@ class CompiledGrid:
         self.kw0 = np.full(cap, -1, dtype=np.int32)  # the one keyword an `all` subscription is posted under
         self.tok = np.full(cap, -1, dtype=np.int64)  # a posting token other than keywords (aoiq), or -1
         self.stamp = np.full(cap, -1, dtype=np.int64)  # last probe that met the slot (scan)
+        self.pkth = np.full(cap, math.inf)  # the entry rule a top-k slot's classes were chosen at
+        self.rb = np.zeros(0)  # prefix.prefix_bounds of top-k keywords, by keyword pool offset
         self.stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
         self.live_entries = 0
         self._refreshed_at = max(1, int(refresh_from))  # objects seen at the next review of `all` postings
@@ -235,6 +242,7 @@ class CompiledGrid:
         self.kw0 = P._grown(self.kw0, cap, -1)
         self.tok = P._grown(self.tok, cap, -1)
         self.stamp = P._grown(self.stamp, cap, -1)
+        self.pkth = P._grown(self.pkth, cap, math.inf)
 
     def _region(self, s: int) -> tuple[int, np.ndarray]:
         """(best level or -1, its cell box) of the slot's current region."""
@@ -245,10 +253,31 @@ class CompiledGrid:
         level = best_level(self._ext, self.geo, self.lmax, self.max_cells, self._tmp)
         return level, self._tmp.copy()
 
+    def _prefixed(self, s: int) -> bool:
+        return self.prefix and self.subs.cols.kind[s] == K_TOPK
+
+    def rows_bounds(self) -> np.ndarray:
+        """``rb`` with room for every keyword pool offset (the kernel reads it)."""
+        if len(self.rb) < self.subs.kw.capacity * NC:
+            self.rb = P._grown(self.rb, self.subs.kw.capacity * NC, 0.0)
+        return self.rb
+
+    def _same(self, s: int) -> bool:
+        """Are a top-k slot's posted classes still right (prefix.same_classes)?"""
+        c = self.subs.cols
+        return not self._prefixed(s) or bool(same_classes(c.kw_off[s], c.kw_len[s], c.kth[s], self.pkth[s],
+                                                          c.alpha[s], self.rows_bounds()))
+
     def _keywords(self, s: int) -> np.ndarray:
-        """What slot ``s`` is posted under: a token, or keyword ids (int64)."""
+        """What slot ``s`` is posted under: a token, keyword ids, or (top-k) class tokens (int64)."""
         if self.tok[s] >= 0:
             return self.tok[s:s + 1].copy()
+        if self._prefixed(s):
+            c = self.subs.cols
+            out = np.empty(int(c.kw_len[s]), dtype=np.int64)
+            n = post_tokens(c.kw_off[s], c.kw_len[s], self.subs.kw.id, self.pkth[s], c.alpha[s],
+                            self.rows_bounds(), out)
+            return out[:n]
         kws = self.subs.keywords(s).astype(np.int64)
         if self.subs.cols.match_all[s] and len(kws) > 1:
             return kws[[int(np.argmin(self.vocab.freq[kws]))]]  # least frequent so far (GI²)
@@ -263,6 +292,11 @@ class CompiledGrid:
     def _place(self, s: int) -> None:
         """Post slot ``s`` afresh under a new epoch: O(cells x keywords)."""
         self._fit(s)
+        if self._prefixed(s):  # the prefix order follows the frequencies as they are now
+            c = self.subs.cols
+            prefix_bounds(c.kw_off[s], c.kw_len[s], self.subs.kw.id, self.subs.kw.ws, self.vocab.freq,
+                          self.rows_bounds())
+            self.pkth[s] = c.kth[s]
         level, box = self._region(s)
         kws = self._keywords(s)
         if self.nkw[s]:
@@ -328,25 +362,38 @@ class CompiledGrid:
         list, or shrank a level finer (same rule as the kernel's)."""
         level, _ = self._region(s)
         cur = int(self.level[s])
+        same = self._same(s)
         if cur < 0 or level < 0 or level > cur:
-            if level != cur or cur >= 0:
+            if level != cur or cur >= 0 or not same:
                 self._place(s)
             return
         new = np.empty(4, dtype=np.int32)
         box_at(cur, self._ext, self.geo, new)
         old = self.box[s]
-        if new[0] < old[0] or new[1] < old[1] or new[2] > old[2] or new[3] > old[3]:
+        if new[0] < old[0] or new[1] < old[1] or new[2] > old[2] or new[3] > old[3] or not same:
             self._place(s)
             return
         before = self._cells(s)
         self.box[s] = new
         self.live_entries -= (before - self._cells(s)) * int(self.nkw[s])
 
+    def _tokens(self, kw_ids: np.ndarray) -> np.ndarray:
+        """What an object with keywords ``kw_ids`` probes: its keywords, and with the prefix
+        filter its class tokens (prefix.probe_classes)."""
+        if not self.prefix:
+            return kw_ids
+        out = np.empty((NC + 1) * len(kw_ids), dtype=np.int64)
+        out[: len(kw_ids)] = kw_ids
+        return out[: probe_classes(kw_ids, out, len(kw_ids))]
+
     def candidates(self, x: float, y: float, kw_ids) -> np.ndarray:
+        return self._scan(x, y, self._tokens(np.asarray(kw_ids, dtype=np.int64)))
+
+    def _scan(self, x: float, y: float, tokens: np.ndarray) -> np.ndarray:
         self._fit(self.subs.cols.capacity - 1)
         cands = np.empty(len(self.epoch), dtype=np.int64)
         self.stamp_next[0] += 1
-        n = scan(x, y, np.asarray(kw_ids, dtype=np.int64), self.stamp_next[0], self.subs.cols.active, self.epoch,
+        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.epoch,
                  self.level, self.box, self.stamp, self.geo, self.lmax, *self.store.arrays, cands)
         return np.sort(cands[:n])
 
@@ -359,7 +406,7 @@ class CompiledGrid:
     @property
     def nbytes(self) -> int:
         return (self.store.nbytes + self.epoch.nbytes + self.level.nbytes + self.pending.nbytes
-                + self.box.nbytes + self.nkw.nbytes + self.tok.nbytes)
+                + self.box.nbytes + self.nkw.nbytes + self.tok.nbytes + self.pkth.nbytes + self.rb.nbytes)
 
     def _check(self) -> None:
         """Every active slot's region lies inside its posted cells, and each of them holds
@@ -377,6 +424,9 @@ class CompiledGrid:
                 b = self.box[s]
                 assert b[0] <= need[0] and b[1] <= need[1] and need[2] <= b[2] and need[3] <= b[3], (s, b, need)
             kws = self.subs.keywords(s)
+            if self._prefixed(s):  # under the classes its entry rule gives
+                assert self._same(s), ("top-k classes out of date", s)
+                kws = self._keywords(s)
             assert self.nkw[s] == (1 if c.match_all[s] and len(kws) > 1 else len(kws))
             if self.tok[s] >= 0:
                 kws = self.tok[s:s + 1]

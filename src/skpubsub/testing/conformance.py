@@ -59,10 +59,12 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
              {"grid": 64, "max_cells": 2, "shrink": 1000, "kmax": 1.0},
              {"grid": 8, "buffer": "skyband"}, {"grid": 4, "buffer": "cskyband", "kmax": 1.0}],
     # dkm and gi2 are one compiled class today: the variants run under one name
-    # refresh_from=1: `all` postings reviewed at 1, 2, 4, ... objects (re-posted under a new keyword)
+    # refresh_from=1: `all` postings reviewed at 1, 2, 4, ... objects (re-posted under a new keyword);
+    # prefix=False: top-k under plain keywords (the prefix filter off)
     "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"grid": 64, "max_cells": 16, "kmax": 4.0},
             {"refresh_from": 1}, {"buffer": "skyband"}, {"buffer": "cskyband"}, {"buffer": "ckskyband"},
-            {"grid": 4, "max_cells": 1, "buffer": "cskyband", "kmax": 1.5}],
+            {"grid": 4, "max_cells": 1, "buffer": "cskyband", "kmax": 1.5},
+            {"prefix": False}, {"grid": 64, "max_cells": 1, "prefix": False, "buffer": "cskyband"}],
     # theta_u 0: a block per third keyword; 1e9: update cost rules, blocks widen instead
     "aoiq": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 1e9}, {"theta_u": 0.0, "buffer": "ckskyband"},
              {"grid": 64, "theta_u": 1e9, "buffer": "skyband"}],

@@ -263,7 +263,7 @@ class AOIQIndex(CompiledGrid):
     # -- CompiledGrid hooks ---------------------------------------------------------
     def insert(self, s: int) -> None:
         self._assign(s)
-        self._place(s)
+        super().insert(s)
 
     def delete(self, s: int) -> None:
         super().delete(s)
@@ -284,7 +284,7 @@ class AOIQIndex(CompiledGrid):
         (probe_tokens), and with the prefix filter its class tokens."""
         out = np.empty(probe_room(len(kw_ids), self.directory) + NC * len(kw_ids), dtype=np.int64)
         n = probe_tokens(kw_ids, *self.directory, np.empty(len(kw_ids), dtype=np.int64), out)
-        if self.prefix:
+        if self.n_topk:
             n = probe_classes(kw_ids, out, n)
         return out[:n]
 

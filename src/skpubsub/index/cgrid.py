@@ -202,6 +202,7 @@ class CompiledGrid:
         self.stamp = np.full(cap, -1, dtype=np.int64)  # last probe that met the slot (scan)
         self.pkth = np.full(cap, math.inf)  # the entry rule a top-k slot's classes were chosen at
         self.rb = np.zeros(0)  # prefix.prefix_bounds of top-k keywords, by keyword pool offset
+        self.n_topk = 0  # prefix-filtered top-k slots: objects probe class tokens only while there are some
         self.stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
         self.live_entries = 0
         self._refreshed_at = max(1, int(refresh_from))  # objects seen at the next review of `all` postings
@@ -258,7 +259,7 @@ class CompiledGrid:
 
     def rows_bounds(self) -> np.ndarray:
         """``rb`` with room for every keyword pool offset (the kernel reads it)."""
-        if len(self.rb) < self.subs.kw.capacity * NC:
+        if self.prefix and len(self.rb) < self.subs.kw.capacity * NC:
             self.rb = P._grown(self.rb, self.subs.kw.capacity * NC, 0.0)
         return self.rb
 
@@ -347,10 +348,12 @@ class CompiledGrid:
 
     # -- the SubscriptionIndex protocol --------------------------------------------
     def insert(self, s: int) -> None:
+        self.n_topk += self._prefixed(s)
         self._place(s)
 
     def delete(self, s: int) -> None:
         """O(1): the slot's entries die with its epoch."""
+        self.n_topk -= self._prefixed(s)
         self._fit(s)
         self.live_entries -= self._cells(s) * int(self.nkw[s])
         self.epoch[s] = (int(self.epoch[s]) + 1) & 0xFFFFFFFF
@@ -380,7 +383,7 @@ class CompiledGrid:
     def _tokens(self, kw_ids: np.ndarray) -> np.ndarray:
         """What an object with keywords ``kw_ids`` probes: its keywords, and with the prefix
         filter its class tokens (prefix.probe_classes)."""
-        if not self.prefix:
+        if not self.n_topk:
             return kw_ids
         out = np.empty((NC + 1) * len(kw_ids), dtype=np.int64)
         out[: len(kw_ids)] = kw_ids

@@ -40,12 +40,12 @@ def test_classes_are_object_sizes() -> None:
 def test_equal_weights_put_the_rare_keyword_first_and_big_objects_lower() -> None:
     rb = _bounds([1.0, 1.0, 1.0], [50, 2, 9])  # order: keyword 1 (rarest), 2, 0
     # class 0, first keyword: an object of exactly the three keywords reaches 1
-    assert math.isclose(rb[1, 0], 1.0, rel_tol=1e-8)
-    assert math.isclose(rb[2, 0], math.sqrt(2 / 3), rel_tol=1e-8)  # shares keywords 2 and 0 at most
-    assert math.isclose(rb[0, 0], math.sqrt(1 / 3), rel_tol=1e-8)  # only the frequent one
+    assert math.isclose(rb[1, 0], 1.0, rel_tol=1e-5)
+    assert math.isclose(rb[2, 0], math.sqrt(2 / 3), rel_tol=1e-5)  # shares keywords 2 and 0 at most
+    assert math.isclose(rb[0, 0], math.sqrt(1 / 3), rel_tol=1e-5)  # only the frequent one
     # objects of 5+ keywords weigh 1/sqrt(5) or less: (3 keywords/sqrt 3)/sqrt 5 for the first
-    assert math.isclose(rb[1, 3], math.sqrt(3 / 5), rel_tol=1e-8)
-    assert math.isclose(rb[0, 4], 1 / math.sqrt(3 * 8), rel_tol=1e-8)
+    assert math.isclose(rb[1, 3], math.sqrt(3 / 5), rel_tol=1e-5)
+    assert math.isclose(rb[0, 4], 1 / math.sqrt(3 * 8), rel_tol=1e-5)
     assert (np.diff(rb, axis=1) <= 0).all()  # never grows with the class
 
 
@@ -65,7 +65,7 @@ def test_an_object_never_beats_its_bound(weights, data) -> None:
     c = size_class(len(okw))
     assert tsim <= max(rb[j, c] for j in shared)
     if extra == 0 and len(shared) == n and len(set(weights)) == 1:  # tight for the whole keyword set
-        assert tsim >= max(rb[j, c] for j in shared) * (1 - 1e-6)
+        assert tsim >= max(rb[j, c] for j in shared) * (1 - 1e-5)
 
 
 def test_posting_and_probing_meet_exactly_where_the_score_is_reachable() -> None:

@@ -201,7 +201,7 @@ class CompiledGrid:
         self.tok = np.full(cap, -1, dtype=np.int64)  # a posting token other than keywords (aoiq), or -1
         self.stamp = np.full(cap, -1, dtype=np.int64)  # last probe that met the slot (scan)
         self.pkth = np.full(cap, math.inf)  # the entry rule a top-k slot's classes were chosen at
-        self.rb = np.zeros(0)  # prefix.prefix_bounds of top-k keywords, by keyword pool offset
+        self.rb = np.zeros(0, dtype=np.float32)  # prefix.prefix_bounds of top-k keywords, by keyword pool offset
         self.n_topk = 0  # prefix-filtered top-k slots: objects probe class tokens only while there are some
         self.stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
         self.live_entries = 0

@@ -29,7 +29,7 @@ from numba import njit
 SIZES = np.array([1, 2, 3, 5, 8])  # the smallest keyword count of each object size class
 NC = len(SIZES)
 CLASS_BASE = np.int64(1) << 32  # class tokens live above aoiq's block tokens (cell keys fit int64 to lmax 14)
-SLACK = 1e-9  # bounds are widened a hair so float rounding never loses a match
+SLACK = 1e-6  # bounds are widened so rounding (float32 storage included) never loses a match
 
 
 @njit(inline="always", cache=True)

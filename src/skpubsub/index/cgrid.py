@@ -259,7 +259,7 @@ class CompiledGrid:
 
     def rows_bounds(self) -> np.ndarray:
         """``rb`` with room for every keyword pool offset (the kernel reads it)."""
-        if self.prefix and len(self.rb) < self.subs.kw.capacity * NC:
+        if self.n_topk and len(self.rb) < self.subs.kw.capacity * NC:
             self.rb = P._grown(self.rb, self.subs.kw.capacity * NC, 0.0)
         return self.rb
 

@@ -152,7 +152,8 @@ def publish_run(start, n_active,
                         _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, out_i, out_s, out_o, out_d,
                               out_ka, out_kd, out_r, counters)
                 _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                        queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch, rb, pkth, prefix, ptok,
+                        queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch,
+                        rb, pkth, prefix, ptok,
                         h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
         o = b_obj[i]
         x = b_x[i]
@@ -208,7 +209,8 @@ def publish_run(start, n_active,
                 after_put(s, n1, cap, kk, ks, policy, res_key, ro, kth, complete)
                 if kth[s] != before:  # the region shrank
                     _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                            queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch, rb, pkth, prefix, ptok,
+                            queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch,
+                            rb, pkth, prefix, ptok,
                             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
                             meta)
                 if pos < kk:  # entered the result (below the first k nothing changes)
@@ -476,7 +478,8 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     hk, hq, ho = eng._scratch(int(sc.kb[: sc.top].max()) if sc.top else 1)
     dead = np.empty(max(1, len(exp_obj)), dtype=np.int64)
     m_kw = int(max(oc.kw_len[b_obj].max(), oc.kw_len[exp_obj].max() if len(exp_obj) else 0))
-    toks = np.empty(probe_room(m_kw, ix.directory) + NC * m_kw, dtype=np.int64)  # an object's posting tokens (aoiq.probe_tokens)
+    # an object's posting tokens (aoiq.probe_tokens, prefix.probe_classes)
+    toks = np.empty(probe_room(m_kw, ix.directory) + NC * m_kw, dtype=np.int64)
     srt = np.empty(m_kw, dtype=np.int64)
     ptok = np.empty(max(1, int(sc.kw_len[: sc.top].max()) if sc.top else 1), dtype=np.int64)  # a re-post's tokens
     eng._fit_object_stamps()
@@ -499,7 +502,8 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             eng.subs.res.obj, eng.subs.res.key, eng.subs.res.dom, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            ix.stamp, ix.rows_bounds(), ix.pkth, ix.n_topk > 0, ptok, ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
+            ix.stamp, ix.rows_bounds(), ix.pkth, ix.n_topk > 0, ptok,
+            ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
             *rows.arrays, queue, dead, counters)
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
         if retains:

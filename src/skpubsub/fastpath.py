@@ -502,7 +502,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             eng.subs.res.obj, eng.subs.res.key, eng.subs.res.dom, sc.kb, sc.complete,
             *st.arrays,
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            ix.stamp, ix.rows_bounds(), ix.pkth, ix.n_topk > 0, ptok,
+            ix.stamp, ix.class_bounds(), ix.pkth, ix.n_topk > 0, ptok,
             ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
             *rows.arrays, queue, dead, counters)
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)

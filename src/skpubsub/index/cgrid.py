@@ -257,7 +257,7 @@ class CompiledGrid:
     def _prefixed(self, s: int) -> bool:
         return self.prefix and self.subs.cols.kind[s] == K_TOPK
 
-    def rows_bounds(self) -> np.ndarray:
+    def class_bounds(self) -> np.ndarray:
         """``rb`` with room for every keyword pool offset (the kernel reads it)."""
         if self.n_topk and len(self.rb) < self.subs.kw.capacity * NC:
             self.rb = P._grown(self.rb, self.subs.kw.capacity * NC, 0.0)
@@ -267,7 +267,7 @@ class CompiledGrid:
         """Are a top-k slot's posted classes still right (prefix.same_classes)?"""
         c = self.subs.cols
         return not self._prefixed(s) or bool(same_classes(c.kw_off[s], c.kw_len[s], c.kth[s], self.pkth[s],
-                                                          c.alpha[s], self.rows_bounds()))
+                                                          c.alpha[s], self.class_bounds()))
 
     def _keywords(self, s: int) -> np.ndarray:
         """What slot ``s`` is posted under: a token, keyword ids, or (top-k) class tokens (int64)."""
@@ -277,7 +277,7 @@ class CompiledGrid:
             c = self.subs.cols
             out = np.empty(int(c.kw_len[s]), dtype=np.int64)
             n = post_tokens(c.kw_off[s], c.kw_len[s], self.subs.kw.id, self.pkth[s], c.alpha[s],
-                            self.rows_bounds(), out)
+                            self.class_bounds(), out)
             return out[:n]
         kws = self.subs.keywords(s).astype(np.int64)
         if self.subs.cols.match_all[s] and len(kws) > 1:
@@ -296,7 +296,7 @@ class CompiledGrid:
         if self._prefixed(s):  # the prefix order follows the frequencies as they are now
             c = self.subs.cols
             prefix_bounds(c.kw_off[s], c.kw_len[s], self.subs.kw.id, self.subs.kw.ws, self.vocab.freq,
-                          self.rows_bounds())
+                          self.class_bounds())
             self.pkth[s] = c.kth[s]
         level, box = self._region(s)
         kws = self._keywords(s)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from numba import njit
 
 from .io.events import Change, Match, Notification
-from .io.sinks import json_text
+from .io.sinks import json_line, json_text
+
 
 @njit(cache=True)
 def _rank_sort(objs, keys, oseq, lo, hi):
@@ -192,5 +193,5 @@ class NoteBatch:
         """The output lines of all the notifications, in order (``Notes.json_lines``)."""
         out: list[str] = []
         for p in self.parts:
-            out.extend([json_text(n.to_json()) + "\n" for n in p] if isinstance(p, list) else p.json_lines())
+            out.extend([json_line(n.to_json()) for n in p] if isinstance(p, list) else p.json_lines())
         return out

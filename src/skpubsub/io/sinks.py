@@ -14,7 +14,8 @@ def json_text(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
-def _line(obj: Any) -> str:
+def json_line(obj: Any) -> str:
+    """One output record as a line of a JSON Lines file."""
     return json_text(obj) + "\n"
 
 
@@ -32,18 +33,18 @@ class RunWriter:
     def notifications(self, notes: Iterable[Notification]) -> None:
         """Write ``notes``: Notification objects, or a batch that formats itself
         (``notes.NoteBatch.json_lines``, columns straight to text)."""
-        lines = notes.json_lines() if hasattr(notes, "json_lines") else [_line(n.to_json()) for n in notes]
+        lines = notes.json_lines() if hasattr(notes, "json_lines") else [json_line(n.to_json()) for n in notes]
         self.n_notifications += len(lines)
         self._notes.writelines(lines)
 
     def rejection(self, r: Rejection) -> None:
-        self._rejected.write(_line({"line": r.line, "error": r.error, "raw": r.raw}))
+        self._rejected.write(json_line({"line": r.line, "error": r.error, "raw": r.raw}))
 
     def finish(self, results: Iterable[tuple[Any, list[Any]]], metrics: dict) -> None:
         self._notes.close()
         self._rejected.close()
         with open(self.out / "results.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(_line({"id": sid, "results": ids}) for sid, ids in results)
+            f.writelines(json_line({"id": sid, "results": ids}) for sid, ids in results)
         with open(self.out / "metrics.json", "w", encoding="utf-8") as f:
             json.dump(metrics, f, indent=2)
             f.write("\n")

@@ -30,7 +30,9 @@ import numpy as np
 from numba import njit
 
 from .index.aoiq import probe_room, probe_tokens
-from .index.cgrid import best_level, box_at, extent, post_slot, scan
+from .index.cells import box_at, extent
+from .index.cgrid import post_slot, scan
+from .index.nodecost import slot_level
 from .index.prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
 from .notes import Notes, net_changes
 from .results.kbest import after_put, put
@@ -55,8 +57,8 @@ def publish_run(start, n_active,
                 active, kind, match_all, sx, sy, rx1, ry1, rx2, ry2, k, alpha,
                 kw_off, kw_len, kw_id, kw_ws, res_off, res_n, kth, res_obj, res_key, res_dom, kb, complete,
                 h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                epoch, lvl, pending, box, nkw, geo, lmax, max_cells, freq, stamp, rb, pkth, prefix, ptok,
-                tok, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, toks, srt,
+                epoch, lvl, pending, box, nkw, geo, lmax, max_cells, counts, theta_n, warm_n, freq, stamp, rb, pkth,
+                prefix, ptok, tok, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, toks, srt,
                 cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
                 out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters):
     """Process pubs ``start..`` of the batch; returns (next index, status)."""
@@ -151,9 +153,9 @@ def publish_run(start, n_active,
                     if not _holds(old_o, 0, nold, res_obj[ro + jj]):
                         _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, out_i, out_s, out_o, out_d,
                               out_ka, out_kd, out_r, counters)
-                _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                        queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch,
-                        rb, pkth, prefix, ptok,
+                _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, counts,
+                        theta_n, warm_n, tmp, ext, queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq,
+                        tok, epoch, rb, pkth, prefix, ptok,
                         h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta)
         o = b_obj[i]
         x = b_x[i]
@@ -208,9 +210,9 @@ def publish_run(start, n_active,
                 before = kth[s]
                 after_put(s, n1, cap, kk, ks, policy, res_key, ro, kth, complete)
                 if kth[s] != before:  # the region shrank
-                    _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext,
-                            queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch,
-                            rb, pkth, prefix, ptok,
+                    _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, counts,
+                            theta_n, warm_n, tmp, ext, queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws,
+                            freq, tok, epoch, rb, pkth, prefix, ptok,
                             h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
                             meta)
                 if pos < kk:  # entered the result (below the first k nothing changes)
@@ -256,9 +258,9 @@ def _remove(i, s, o, k, res_off, res_n, res_obj, res_key, res_dom, o_refs,
 
 
 @njit(cache=True)
-def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, tmp, ext, queue, counters,
-            match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch, rb, pkth, prefix, ptok,
-            h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
+def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, counts, theta_n, warm_n,
+            tmp, ext, queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq, tok, epoch, rb, pkth, prefix,
+            ptok, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
     """The region of ``s`` changed (cgrid.CompiledGrid.update, same rule): tighten its box in
     place, or re-post it under a new epoch when it grew, left or entered the global lists, or
     shrank a level finer, or (a top-k slot) its keywords' size classes changed
@@ -271,7 +273,8 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
     old = 1 if cur < 0 else (box[s, 2] - box[s, 0] + 1) * (box[s, 3] - box[s, 1] + 1)
     best = -1
     if extent(ks, sx[s], sy[s], 0.0, 0.0, 0.0, 0.0, kth[s], alpha[s], geo[4], ext):
-        best = best_level(ext, geo, lmax, max_cells, tmp)
+        best = slot_level(ks, match_all[s], tok[s], kw_off[s], kw_len[s], kw_id, freq, ext, geo, lmax, max_cells,
+                          counts, theta_n, warm_n, tmp)
         if 0 <= best <= cur:
             after = box_at(cur, ext, geo, tmp)
             if same and box[s, 0] <= tmp[0] and box[s, 1] <= tmp[1] and tmp[2] <= box[s, 2] and tmp[3] <= box[s, 3]:
@@ -281,7 +284,7 @@ def _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_ce
                 box[s, 3] = tmp[3]
                 counters[C_LIVE_DROP] += (old - after) * nkw[s]
                 return
-            best = best_level(ext, geo, lmax, max_cells, tmp)
+            box_at(best, ext, geo, tmp)
     elif cur < 0 and same:
         return  # unbounded, and already in the global lists
     off = kw_off[s]
@@ -501,8 +504,8 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             sc.kw_off, sc.kw_len, eng.subs.kw.id, eng.subs.kw.ws, sc.res_off, sc.res_n, sc.kth,
             eng.subs.res.obj, eng.subs.res.key, eng.subs.res.dom, sc.kb, sc.complete,
             *st.arrays,
-            ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, eng.vocab.freq,
-            ix.stamp, ix.class_bounds(), ix.pkth, ix.n_topk > 0, ptok,
+            ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, ix.counts, ix.theta_n,
+            ix.warm_n, eng.vocab.freq, ix.stamp, ix.class_bounds(), ix.pkth, ix.n_topk > 0, ptok,
             ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
             *rows.arrays, queue, dead, counters)
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
@@ -518,6 +521,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             hold_s = np.empty(cap, dtype=np.int64)
             hold_p = np.empty(cap, dtype=np.int64)
     done = nxt
+    ix.count(b_x[:done], b_y[:done])  # after the fact: a level choice is cost, never results
     if status == STOP_EXPIRY:
         eng.stats["expiry_stops"] += 1
     _sync(eng, pubs[:done], slots[:done], exp_off, exp_obj, taken, done)

@@ -40,6 +40,7 @@ from .cgrid import CompiledGrid
 from .prefix import NC, probe_classes
 
 TOKEN_BASE = 1 << 31  # block tokens live above every keyword id in the cell keys
+THETA_N = 1e-4  # the memory-based cost model's θ (nodecost): update cost against verification
 
 
 @njit(cache=True)
@@ -110,9 +111,10 @@ class AOIQIndex(CompiledGrid):
     name = "aoiq"
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
-                 max_cells: int = 4, refresh_from: int = 1024, theta_u: float = 0.001, prefix: bool = True) -> None:
+                 max_cells: int = 4, refresh_from: int = 1024, theta_u: float = 0.001, prefix: bool = True,
+                 theta_n: float = THETA_N, warm_n: int = 1024) -> None:
         super().__init__(subs, vocab, space, grid=grid, max_cells=max_cells, refresh_from=refresh_from,
-                         prefix=prefix)
+                         prefix=prefix, theta_n=theta_n, warm_n=warm_n)
         self.theta_u = float(theta_u)
         self.pairs: dict[tuple[int, int], int] = {}  # (ψ[1], ψ[2]) -> pair index
         self.blocks: list[list[list[int]]] = []  # per pair: [minw, maxw, token, subscriptions] by minw

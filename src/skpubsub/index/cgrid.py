@@ -34,75 +34,15 @@ import numpy as np
 from numba import njit
 
 from ..config import Space
-from ..subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
+from ..subscriptions import K_TOPK, SubTable
 from ..vocab import Vocabulary
 from . import postings as P
+from .cells import box_at, cell_of, extent, level_key
+from .nodecost import count_objects, new_counts, slot_level
 from .prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
 
 _NO_DIRECTORY = (np.full(1, P.EMPTY, dtype=np.int64), np.full(1, -1, dtype=np.int32),
                  *(np.zeros(0, dtype=np.int64) for _ in range(6)))
-SLACK = 1e-9  # regions are widened a hair so float rounding never loses a match
-
-
-@njit(cache=True)
-def cell_of(v, lo, width, g):
-    """Cell index of coordinate ``v`` on a level with ``g`` cells over ``width``."""
-    c = int(math.floor((v - lo) * g / width))
-    return min(g - 1, max(0, c))
-
-
-@njit(cache=True)
-def level_key(w, level, cx, cy, lmax):
-    """Hash key of keyword ``w``'s list in cell (cx, cy) of ``level``; globals are negative."""
-    stride = (4 ** (lmax + 1) - 1) // 3  # cells on all levels
-    return np.int64(w) * stride + (4 ** level - 1) // 3 + cx * (1 << level) + cy
-
-
-@njit(cache=True)
-def extent(kind, sx, sy, rx1, ry1, rx2, ry2, kth, alpha, maxdist, out):
-    """The slot's region as a rectangle into ``out[0:4]``; False when unbounded (global list)."""
-    if kind == K_RANGE:
-        out[0] = rx1
-        out[1] = ry1
-        out[2] = rx2
-        out[3] = ry2
-        return True
-    if not math.isfinite(kth):
-        return False
-    if kind == K_KNN:
-        r = math.sqrt(kth)
-    else:  # top-k: alpha*(1 - d/MaxDist) + (1 - alpha)*1 >= score  =>  d <= MaxDist*(1-score)/alpha
-        room = (1.0 + kth) + SLACK
-        if room >= alpha:
-            return False
-        r = maxdist * room / alpha
-    r = r * (1.0 + SLACK) + SLACK
-    out[0] = sx - r
-    out[1] = sy - r
-    out[2] = sx + r
-    out[3] = sy + r
-    return True
-
-
-@njit(cache=True)
-def box_at(level, ext, geo, out):
-    """Cell box of rectangle ``ext`` on ``level`` into ``out[0:4]``; returns its cell count."""
-    g = 1 << level
-    out[0] = cell_of(ext[0], geo[0], geo[2], g)
-    out[1] = cell_of(ext[1], geo[1], geo[3], g)
-    out[2] = cell_of(ext[2], geo[0], geo[2], g)
-    out[3] = cell_of(ext[3], geo[1], geo[3], g)
-    return (out[2] - out[0] + 1) * (out[3] - out[1] + 1)
-
-
-@njit(cache=True)
-def best_level(ext, geo, lmax, max_cells, out):
-    """Finest level where ``ext`` covers at most ``max_cells`` cells (level 0 has one)."""
-    for level in range(lmax, 0, -1):
-        if box_at(level, ext, geo, out) <= max_cells:
-            return level
-    box_at(0, ext, geo, out)
-    return 0
 
 
 @njit(cache=True)
@@ -177,17 +117,24 @@ class CompiledGrid:
     """Multi-level grid of inverted files in compiled posting lists; see the module docstring.
 
     ``grid`` (a power of two) is the finest level's cells per side; ``prefix`` turns on the
-    prefix filter for top-k subscriptions.
+    prefix filter for top-k subscriptions; ``theta_n`` > 0 chooses the level of kNN and top-k
+    regions by CkQST's memory-based cost model with that θ (:mod:`nodecost`) once ``warm_n``
+    objects have been seen.
     """
 
     name = "dkm"
     compiled = True
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
-                 max_cells: int = 4, refresh_from: int = 1024, prefix: bool = True) -> None:
+                 max_cells: int = 4, refresh_from: int = 1024, prefix: bool = True, theta_n: float = 0.0,
+                 warm_n: int = 1024) -> None:
         self.subs, self.vocab, self.space = subs, vocab, space
         self.prefix = bool(prefix)
         self.lmax = max(0, int(math.ceil(math.log2(max(1, int(grid))))))
+        self.theta_n = float(theta_n)
+        self.warm_n = int(warm_n)
+        # objects seen per cell (the cost model's spatial distribution); empty when it is off
+        self.counts = new_counts(self.lmax) if self.theta_n > 0 else np.zeros(0, dtype=np.int64)
         self.max_cells = max(1, int(max_cells))
         self.geo = np.array([space.x1, space.y1, space.x2 - space.x1, space.y2 - space.y1, space.maxdist])
         self.store = P.PostingStore()
@@ -251,7 +198,9 @@ class CompiledGrid:
         if not extent(int(c.kind[s]), c.x[s], c.y[s], c.rx1[s], c.ry1[s], c.rx2[s], c.ry2[s], c.kth[s],
                       c.alpha[s], self.geo[4], self._ext):
             return -1, np.full(4, -1, dtype=np.int32)
-        level = best_level(self._ext, self.geo, self.lmax, self.max_cells, self._tmp)
+        level = slot_level(int(c.kind[s]), bool(c.match_all[s]), int(self.tok[s]), int(c.kw_off[s]),
+                           int(c.kw_len[s]), self.subs.kw.id, self.vocab.freq, self._ext, self.geo, self.lmax,
+                           self.max_cells, self.counts, self.theta_n, self.warm_n, self._tmp)
         return level, self._tmp.copy()
 
     def _prefixed(self, s: int) -> bool:
@@ -341,6 +290,11 @@ class CompiledGrid:
         self.refreshed += moved
         return moved
 
+    def count(self, xs: np.ndarray, ys: np.ndarray) -> None:
+        """Arriving objects at ``xs, ys``: the cost model's cell counts (nothing when it is off)."""
+        if len(self.counts):
+            count_objects(self.counts, xs, ys, self.geo)
+
     def maybe_compact(self) -> None:
         """Sweep stale entries once they outnumber live ones (amortised O(1) per entry)."""
         if self.store.entries > 2 * self.live_entries + 65536:
@@ -409,7 +363,8 @@ class CompiledGrid:
     @property
     def nbytes(self) -> int:
         return (self.store.nbytes + self.epoch.nbytes + self.level.nbytes + self.pending.nbytes
-                + self.box.nbytes + self.nkw.nbytes + self.tok.nbytes + self.pkth.nbytes + self.rb.nbytes)
+                + self.box.nbytes + self.nkw.nbytes + self.tok.nbytes + self.pkth.nbytes + self.rb.nbytes
+                + self.counts.nbytes)
 
     def _check(self) -> None:
         """Every active slot's region lies inside its posted cells, and each of them holds

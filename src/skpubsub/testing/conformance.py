@@ -50,7 +50,8 @@ def engine_factory(index: str, **params: Any) -> EngineFactory:
 # (no result buffer: every expiry of a member refills) and kmax=4 (deep buffers)
 # bracket the engine's default; the k-skyband buffer policies (dominance eviction,
 # refills up to a threshold) run on both paths, with kmax=1 (buffers of k: truncation
-# and eviction meet). Parameters neither the index nor ``Engine``
+# and eviction meet); theta_n with warm_n=0 chooses levels by the cost model from the first
+# object (theta_n=1: every region on its minimum bounding node). Parameters neither the index nor ``Engine``
 # accepts are dropped, so a renamed knob degrades a variant instead of breaking
 # every test; an index not listed runs with its defaults.
 INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
@@ -62,12 +63,14 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
     # refresh_from=1: `all` postings reviewed at 1, 2, 4, ... objects (re-posted under a new keyword);
     # prefix=False: top-k under plain keywords (the prefix filter off)
     "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"grid": 64, "max_cells": 16, "kmax": 4.0},
-            {"refresh_from": 1}, {"buffer": "skyband"}, {"buffer": "cskyband"}, {"buffer": "ckskyband"},
+            {"refresh_from": 1}, {"buffer": "skyband", "theta_n": 1e-3, "warm_n": 0}, {"buffer": "cskyband"},
+            {"buffer": "ckskyband"},
             {"grid": 4, "max_cells": 1, "buffer": "cskyband", "kmax": 1.5},
             {"prefix": False}, {"grid": 64, "max_cells": 1, "prefix": False, "buffer": "cskyband"}],
     # theta_u 0: a block per third keyword; 1e9: update cost rules, blocks widen instead
-    "aoiq": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 1e9}, {"theta_u": 0.0, "buffer": "ckskyband"},
-             {"grid": 64, "theta_u": 1e9, "buffer": "skyband"}],
+    "aoiq": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 1e9},
+             {"theta_u": 0.0, "buffer": "ckskyband", "warm_n": 0},
+             {"grid": 64, "theta_u": 1e9, "buffer": "skyband", "theta_n": 1.0, "warm_n": 0}],
 }
 
 

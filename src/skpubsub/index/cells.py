@@ -1,0 +1,75 @@
+"""Grid geometry shared by the compiled indexes: cells of a level, the hash key of a
+keyword's list in a cell, a slot's region as a rectangle, and the plain rule for the
+level a region is posted on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ..subscriptions import K_KNN, K_RANGE
+
+SLACK = 1e-9  # regions are widened a hair so float rounding never loses a match
+
+
+@njit(cache=True)
+def cell_of(v, lo, width, g):
+    """Cell index of coordinate ``v`` on a level with ``g`` cells over ``width``."""
+    c = int(math.floor((v - lo) * g / width))
+    return min(g - 1, max(0, c))
+
+
+@njit(cache=True)
+def level_key(w, level, cx, cy, lmax):
+    """Hash key of keyword ``w``'s list in cell (cx, cy) of ``level``; globals are negative."""
+    stride = (4 ** (lmax + 1) - 1) // 3  # cells on all levels
+    return np.int64(w) * stride + (4 ** level - 1) // 3 + cx * (1 << level) + cy
+
+
+@njit(cache=True)
+def extent(kind, sx, sy, rx1, ry1, rx2, ry2, kth, alpha, maxdist, out):
+    """The slot's region as a rectangle into ``out[0:4]``; False when unbounded (global list)."""
+    if kind == K_RANGE:
+        out[0] = rx1
+        out[1] = ry1
+        out[2] = rx2
+        out[3] = ry2
+        return True
+    if not math.isfinite(kth):
+        return False
+    if kind == K_KNN:
+        r = math.sqrt(kth)
+    else:  # top-k: alpha*(1 - d/MaxDist) + (1 - alpha)*1 >= score  =>  d <= MaxDist*(1-score)/alpha
+        room = (1.0 + kth) + SLACK
+        if room >= alpha:
+            return False
+        r = maxdist * room / alpha
+    r = r * (1.0 + SLACK) + SLACK
+    out[0] = sx - r
+    out[1] = sy - r
+    out[2] = sx + r
+    out[3] = sy + r
+    return True
+
+
+@njit(cache=True)
+def box_at(level, ext, geo, out):
+    """Cell box of rectangle ``ext`` on ``level`` into ``out[0:4]``; returns its cell count."""
+    g = 1 << level
+    out[0] = cell_of(ext[0], geo[0], geo[2], g)
+    out[1] = cell_of(ext[1], geo[1], geo[3], g)
+    out[2] = cell_of(ext[2], geo[0], geo[2], g)
+    out[3] = cell_of(ext[3], geo[1], geo[3], g)
+    return (out[2] - out[0] + 1) * (out[3] - out[1] + 1)
+
+
+@njit(cache=True)
+def best_level(ext, geo, lmax, max_cells, out):
+    """Finest level where ``ext`` covers at most ``max_cells`` cells (level 0 has one)."""
+    for level in range(lmax, 0, -1):
+        if box_at(level, ext, geo, out) <= max_cells:
+            return level
+    box_at(0, ext, geo, out)
+    return 0

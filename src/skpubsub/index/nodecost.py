@@ -1,0 +1,145 @@
+"""CkQST's memory-based cost model (section 3.4, Eqs. 4-12): the quadtree level a search
+range is posted on.
+
+The compiled grid posts a region on one level, in the box of cells it overlaps there (a
+slot's liveness is its level and box). The plain rule takes the finest level where that
+box has at most ``max_cells`` cells. The cost model starts instead at the minimum bounding
+node (Definition 3: the finest level where the box is one cell) and goes a level finer only
+while the verification saved pays for the update cost added:
+
+* verification cost (Eqs. 4-5, 8): objects falling in the box's cells per arriving object
+  (the spatial distribution seen so far) times the probability that an object carries the
+  slot's posting keywords (``text_rate``); ΔCV (Eq. 9) is what one level finer saves;
+* update cost (Eqs. 10-11): one entry per posted keyword and cell (our postings append,
+  so finding the insertion point costs nothing); ΔCU (Eq. 12) is what one level finer adds;
+* go finer while ΔCV >= θ·ΔCU, never past the plain rule's level (the cell budget the
+  kernel reserves room for).
+
+The paper lets each node of the range choose independently (a set of nodes on several
+levels); one level per slot keeps lazy deletion's liveness test to a level and a box.
+Object counts are exact on levels 0..``LC`` and shared evenly by the finer cells of a
+level-``LC`` cell (4^``LC`` cells, 1.4 MB, instead of a count per finest cell). Any level
+covers the region, so the choice changes cost, never results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..subscriptions import K_RANGE, K_TOPK
+from .cells import best_level, box_at, cell_of
+
+LC = 9  # finest level with its own object counts
+
+
+def new_counts(lmax: int) -> np.ndarray:
+    """Zeroed object counts for every cell of levels 0..min(lmax, LC)."""
+    lc = min(lmax, LC)
+    return np.zeros((4 ** (lc + 1) - 1) // 3, dtype=np.int64)
+
+
+@njit(cache=True)
+def _levels(counts):
+    """Levels counted in ``counts`` (its length is (4^(levels) - 1) / 3)."""
+    n = 0
+    size = 0
+    while size < len(counts):
+        size += 4 ** n
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def count_objects(counts, xs, ys, geo):
+    """Count each object at ``xs, ys`` in its cell of every counted level."""
+    nl = _levels(counts)
+    for i in range(len(xs)):
+        for level in range(nl):
+            g = 1 << level
+            cx = cell_of(xs[i], geo[0], geo[2], g)
+            cy = cell_of(ys[i], geo[1], geo[3], g)
+            counts[(4 ** level - 1) // 3 + cx * g + cy] += 1
+
+
+@njit(cache=True)
+def objects_in(level, box, counts):
+    """Objects seen in the ``box`` of cells on ``level`` (cells finer than the counted levels
+    share their counted ancestor's count evenly)."""
+    nl = _levels(counts)
+    lc = min(level, nl - 1)
+    shift = level - lc
+    g = 1 << lc
+    base = (4 ** lc - 1) // 3
+    total = 0.0
+    for cx in range(box[0], box[2] + 1):
+        for cy in range(box[1], box[3] + 1):
+            total += counts[base + (cx >> shift) * g + (cy >> shift)]
+    return total / 4.0 ** shift
+
+
+@njit(cache=True)
+def text_rate(kind, every, tok, off, ln, kw_id, freq, total):
+    """(probability that an arriving object is a text candidate of a slot, keywords it is
+    posted under): pVq of Eqs. 4-7 with keywords taken as independent, add-one smoothed.
+    The slot's keywords are ``kw_id[off:off + ln]``; ``every``: match all; ``tok``: its
+    aoiq pair token or -1. A pair token needs both of ψ[1:2] (the two smallest ids); an
+    ``all`` list its least frequent keyword; ``any`` and top-k lists any keyword."""
+    d = total + 1.0
+    if tok >= 0:
+        a = -1
+        b = -1
+        for j in range(off, off + ln):
+            w = kw_id[j]
+            if a < 0 or w < a:
+                b = a
+                a = w
+            elif w != a and (b < 0 or w < b):
+                b = w
+        return (freq[a] + 1.0) / d * (freq[b] + 1.0) / d, 1
+    if every and kind != K_TOPK:
+        p = 1.0
+        for j in range(off, off + ln):
+            p = min(p, (freq[kw_id[j]] + 1.0) / d)
+        return p, 1
+    p = 0.0
+    for j in range(off, off + ln):
+        p += (freq[kw_id[j]] + 1.0) / d
+    return min(1.0, p), ln
+
+
+@njit(cache=True)
+def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
+    """The level the cost model posts region ``ext`` on, its box into ``out``; the plain
+    rule (cells.best_level) when the model is off (``theta`` <= 0 or no counts) or fewer
+    than ``warm`` objects have been counted."""
+    best = best_level(ext, geo, lmax, max_cells, out)
+    if theta <= 0.0 or len(counts) == 0 or counts[0] < max(warm, 1):
+        return best
+    total = float(counts[0])
+    level = 0
+    while level < best and box_at(level + 1, ext, geo, out) == 1:  # Definition 3
+        level += 1
+    cells = box_at(level, ext, geo, out)
+    seen = objects_in(level, out, counts)
+    while level < best:
+        finer = box_at(level + 1, ext, geo, out)
+        seen_f = objects_in(level + 1, out, counts)
+        if ptext * (seen - seen_f) / total < theta * ln * (finer - cells):  # ΔCV < θ·ΔCU
+            break
+        level += 1
+        cells = finer
+        seen = seen_f
+    box_at(level, ext, geo, out)
+    return level
+
+
+@njit(cache=True)
+def slot_level(kind, every, tok, off, ln, kw_id, freq, ext, geo, lmax, max_cells, counts, theta, warm, out):
+    """The level (and its box into ``out``) a slot's region ``ext`` is posted on (arguments
+    as ``text_rate``'s): a range subscription by the plain rule (PS2Stream's, not CkQST's),
+    kNN and top-k by the cost model."""
+    if kind == K_RANGE or theta <= 0.0 or len(counts) == 0:
+        return best_level(ext, geo, lmax, max_cells, out)
+    ptext, n = text_rate(kind, every, tok, off, ln, kw_id, freq, float(counts[0]))
+    return cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, n, out)

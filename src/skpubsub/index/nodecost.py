@@ -18,7 +18,7 @@ while the verification saved pays for the update cost added:
 The paper lets each node of the range choose independently (a set of nodes on several
 levels); one level per slot keeps lazy deletion's liveness test to a level and a box.
 Object counts are exact on levels 0..``LC`` and shared evenly by the finer cells of a
-level-``LC`` cell (4^``LC`` cells, 1.4 MB, instead of a count per finest cell). Any level
+level-``LC`` cell (349,525 counts, 2.8 MB, instead of one per finest cell). Any level
 covers the region, so the choice changes cost, never results.
 """
 

@@ -13,10 +13,11 @@ grid cells that each hold an inverted file (keyword -> subscriptions).
   past its prefix not at all (:mod:`skpubsub.index.prefix`, Skype's prefix filter).
 
 The grid is multi-resolution (levels of 1, 2, 4, ... ``grid`` cells per side,
-a quadtree flattened into hash keys): a region is posted at the finest level
-where it covers at most ``max_cells`` cells, so a big ball does not flood a fine
-grid and a small one is not diluted in a coarse cell. An object probes its cell
-on every level.
+a quadtree flattened into hash keys; geometry in :mod:`cells`): a region is posted
+at the finest level where it covers at most ``max_cells`` cells, so a big ball does
+not flood a fine grid and a small one is not diluted in a coarse cell, or with
+``theta_n`` (aoiq's default) a kNN/top-k region at the level CkQST's cost model
+chooses (:mod:`nodecost`). An object probes its cell on every level.
 
 Deletion and shrinking are lazy (:mod:`postings`): a slot's ``epoch``, ``level``
 and cell ``box`` decide whether an entry is live, so a shrinking ball is

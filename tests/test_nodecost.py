@@ -143,10 +143,8 @@ def test_cost_model_levels_give_the_reference_results(index, window):
         ix._check()
         posted = np.flatnonzero(c.active[: c.top] & (ix.level[: c.top] >= 0)).tolist()
         coarser = 0
+        out = np.empty(4, dtype=np.int32)
         for s in posted:
-            level, _ = ix._region(s)
-            ix.theta_n, theta = 0.0, ix.theta_n
-            rule, _ = ix._region(s)
-            ix.theta_n = theta
-            coarser += level < rule
+            level, _ = ix._region(s)  # leaves the region in ix._ext
+            coarser += level < best_level(ix._ext, ix.geo, ix.lmax, ix.max_cells, out)
         assert posted and coarser, (len(posted), coarser)

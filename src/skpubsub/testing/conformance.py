@@ -50,10 +50,10 @@ def engine_factory(index: str, **params: Any) -> EngineFactory:
 # (no result buffer: every expiry of a member refills) and kmax=4 (deep buffers)
 # bracket the engine's default; the k-skyband buffer policies (dominance eviction,
 # refills up to a threshold) run on both paths, with kmax=1 (buffers of k: truncation
-# and eviction meet); theta_n with warm_n=0 chooses levels by the cost model from the first
-# object (theta_n=1: every region on its minimum bounding node). Parameters neither the index nor ``Engine``
-# accepts are dropped, so a renamed knob degrades a variant instead of breaking
-# every test; an index not listed runs with its defaults.
+# and eviction meet); theta_n with warm_n=0 chooses levels by the cost model from the
+# first object (theta_n=1: every region on its minimum bounding node). Parameters
+# neither the index nor ``Engine`` accepts are dropped, so a renamed knob degrades a
+# variant instead of breaking every test; an index not listed runs with its defaults.
 INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
     "grid": [{"grid": 1}, {"grid": 2, "kmax": 1.0}, {"grid": 8}, {"grid": 64, "kmax": 4.0},
              {"grid": 16, "max_cells": 1_000_000, "shrink": 1},

@@ -191,3 +191,35 @@ def test_index_variants_with_parameters(tmp_path, capsys):
         assert r["same_results_as_baseline"] and r["same_notifications_as_baseline"]
     assert main(["bench", str(events), "--indexes", "grid;nope[a=1]"]) == 2
     assert main(["bench", str(events), "--indexes", "grid;dkm[a]"]) == 2
+
+
+def test_baseline_events(tmp_path, capsys):
+    """--baseline-events: the baseline runs a prefix; every index runs it too (ratio, exactness)
+    and the whole stream (its own figures)."""
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
+    code = main(["bench", str(events), "--indexes", "grid;dkm;dkm[max_cells=1]", "--window", "count:2",
+                 "--baseline-events", "6", "--repeat", "2", "--no-warmup", "--out", str(tmp_path / "b")])
+    assert code == 0
+    printed = capsys.readouterr().out
+    rep = json.loads((tmp_path / "b" / "bench.json").read_text())
+    assert rep["baseline_events"] == 6 and "first 6 events" in printed
+    _check_report(rep, ["grid", "dkm", "dkm[max_cells=1]"])
+    assert rep["indexes"]["grid"]["notifications"] < rep["indexes"]["dkm"]["notifications"]  # a prefix
+    for ix in ("dkm", "dkm[max_cells=1]"):
+        r = rep["indexes"][ix]
+        assert r["baseline_events_objects_per_second_median"] > 0
+        assert r["expired"] == 4  # the whole stream: 6 objects, window count:2
+        assert r["same_as_first_run"]
+    assert not any("differ" in n for n in rep["notes"])
+    _check_pngs(tmp_path / "b")
+
+    # A prefix as long as the stream is the plain run; one holding no object is an error.
+    assert main(["bench", str(events), "--indexes", "grid,dkm", "--baseline-events", "99", "--repeat", "1",
+                 "--no-warmup", "--json", str(tmp_path / "w.json")]) == 0
+    assert json.loads((tmp_path / "w.json").read_text())["baseline_events"] is None
+    capsys.readouterr()
+    assert main(["bench", str(events), "--indexes", "grid,dkm", "--baseline-events", "4", "--no-warmup"]) == 2
+    assert "leaves the baseline no objects" in capsys.readouterr().err
+    assert main(["bench", str(events), "--baseline-events", "0"]) == 2
+    assert "--baseline-events" in capsys.readouterr().err

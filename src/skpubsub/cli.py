@@ -194,10 +194,13 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise UsageError(f"--repeat must be >= 1, got {a.repeat}")
     if a.max_events is not None and a.max_events < 1:
         raise UsageError(f"--max-events must be >= 1, got {a.max_events}")
+    if a.baseline_events is not None and a.baseline_events < 1:
+        raise UsageError(f"--baseline-events must be >= 1, got {a.baseline_events}")
     workload = _bench_workload(a)
     return bench_main(a.events, names, a.window, a.space,
                       repeat=a.repeat, max_events=a.max_events, out=a.out, json_path=a.json,
-                      workload=workload, baseline=a.baseline, warmup=not a.no_warmup)
+                      workload=workload, baseline=a.baseline, warmup=not a.no_warmup,
+                      baseline_events=a.baseline_events)
 
 
 def _bench_workload(a: argparse.Namespace):
@@ -384,6 +387,9 @@ def parser() -> argparse.ArgumentParser:
                         "reference nor grid is listed); NAME[key=value,...] passes parameters, e.g. "
                         "'dkm;dkm[refresh_from=1e12]'")
     b.add_argument("--baseline", default=None, help="baseline index for the ratios (default: the first)")
+    b.add_argument("--baseline-events", type=int, default=None,
+                   help="run the baseline on the first N events only (every index runs them too, for the "
+                        "ratio and the exactness check): a slow baseline at a scale it cannot finish")
     b.add_argument("--window", default=_env("window", "none"))
     b.add_argument("--space", default=_env("space", "-180,-90,180,90"))
     b.add_argument("--repeat", type=int, default=3)

@@ -26,7 +26,10 @@ Each repeat runs every index once, alternating; figures are medians over the
 repeats (every run is kept in the JSON).  Before timing, each compiled index gets
 one untimed warm-up run on a small prefix of the workload (it loads/compiles the
 Numba kernels).  The baseline is the first index (or ``--baseline``); the
-reference engine or the plain ``grid`` is always among the indexes.
+reference engine or the plain ``grid`` is always among the indexes.  At a scale the
+baseline cannot finish, ``--baseline-events N`` runs it on the first N events only;
+every index runs that prefix too, for the ratio and the exactness check, and the
+whole stream for its other figures (checked against each other).
 """
 
 from __future__ import annotations
@@ -310,10 +313,13 @@ def machine_info() -> dict[str, Any]:
 
 
 def bench(work: Workload, indexes: list[str], window: Window, space: Space, repeat: int = 3,
-          warmup: bool = True, notes: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
+          warmup: bool = True, notes: list[str] | None = None, progress: Any = None,
+          baseline_events: int | None = None) -> dict[str, Any]:
     """Run every index ``repeat`` times (alternating) over ``work``; the report dict.
 
     ``indexes[0]`` is the baseline.  ``progress``: a callable taking a line of text.
+    ``baseline_events``: the baseline runs only the first N events, where every other index
+    runs too (timed, giving the ratio and the exactness check) besides the whole stream.
     """
     say = progress or (lambda _msg: None)
     events, build = work.events, work.build
@@ -358,21 +364,35 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
             warm[ix] = time.perf_counter() - start
             say(f"warm-up {ix}: {len(wev)} events in {warm[ix]:.2f} s (untimed)")
 
+    base = indexes[0]
+    prefix = baseline_prefix(events, build, baseline_events)
+    if prefix is not None:
+        notes.append(f"--baseline-events: the baseline {base} ran the first {len(prefix):,} events only; "
+                     f"every index ran them too, and its ratio and exactness check are on them; "
+                     f"its other figures are over the whole stream")
     runs: dict[str, list[dict]] = {ix: [] for ix in indexes}
+    prefix_runs: dict[str, list[dict]] = {ix: [] for ix in indexes}
     for rep in range(repeat):
         for ix in indexes:
-            r = run_once(ix, events, build, window, space)
-            runs[ix].append(r)
-            ops = r["objects_per_second"]
-            say(f"run {rep + 1}/{repeat} {ix}: build {r['build_seconds']:.3f} s, "
-                f"arrivals {ops or 0:,.0f} objects/s")
-
-    base = indexes[0]
-    base_ops = _median([r["objects_per_second"] for r in runs[base]])
-    base_dops = _median([r["objects_per_second_delivered"] for r in runs[base]])
-    base_eps = _median([r["expiries_per_second"] for r in runs[base]])
-    base_res = runs[base][0]["results_digest"]
-    base_notes = runs[base][0]["notifications_digest"]
+            todo = [(prefix, prefix_runs, "first events")] if prefix is not None else []
+            if prefix is None or ix != base:
+                todo.append((events, runs, "all events"))
+            for evs, into, what in todo:
+                r = run_once(ix, evs, build, window, space)
+                into[ix].append(r)
+                ops = r["objects_per_second"]
+                say(f"run {rep + 1}/{repeat} {ix} ({what}): build {r['build_seconds']:.3f} s, "
+                    f"arrivals {ops or 0:,.0f} objects/s")
+    if prefix is not None:
+        runs[base] = prefix_runs[base]
+    else:
+        prefix_runs = runs
+    # The ratios and the exactness check compare runs over the same events.
+    base_ops = _median([r["objects_per_second"] for r in prefix_runs[base]])
+    base_dops = _median([r["objects_per_second_delivered"] for r in prefix_runs[base]])
+    base_eps = _median([r["expiries_per_second"] for r in prefix_runs[base]])
+    base_res = prefix_runs[base][0]["results_digest"]
+    base_notes = prefix_runs[base][0]["notifications_digest"]
     report: dict[str, Any] = {
         "suite": "skpubsub bench",
         "workload": work.describe,
@@ -381,6 +401,7 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
         "space": [space.x1, space.y1, space.x2, space.y2],
         "repeat": repeat,
         "baseline": base,
+        "baseline_events": None if prefix is None else len(prefix),
         "machine": machine_info(),
         "notes": notes,
         "indexes": {},
@@ -389,6 +410,8 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
         ops = _median([r["objects_per_second"] for r in rs])
         dops = _median([r["objects_per_second_delivered"] for r in rs])
         eps = _median([r["expiries_per_second"] for r in rs])
+        ps = prefix_runs[ix]
+        p_ops = _median([r["objects_per_second"] for r in ps])
         last = rs[-1]
         n_obj = last["objects"]
         subs_b, subs_e = last["subscriptions_build"], last["subscriptions_end"]
@@ -405,10 +428,12 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
             "arrival_seconds_runs": [_r(r["arrival_seconds"], 6) for r in rs],
             "arrivals_objects_per_second_median": _r(ops, 1),
             "arrivals_objects_per_second_runs": [_r(r["objects_per_second"], 1) for r in rs],
-            "ratio_to_baseline": _sig(_per(ops, base_ops)),
+            "ratio_to_baseline": _sig(_per(p_ops, base_ops)),
+            "baseline_events_objects_per_second_median": None if prefix is None else _r(p_ops, 1),
             "delivery_seconds_runs": [_r(r["delivery_seconds"], 6) for r in rs],
             "arrivals_delivered_objects_per_second_median": _r(dops, 1),
-            "delivered_ratio_to_baseline": _sig(_per(dops, base_dops)),
+            "delivered_ratio_to_baseline": _sig(_per(_median([r["objects_per_second_delivered"] for r in ps]),
+                                                     base_dops)),
             "arrivals_objects_per_second_excl_expiry_median":
                 _r(_median([r["objects_per_second_excl_expiry"] for r in rs]), 1),
             "expired": last["expired"],
@@ -420,18 +445,38 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
             "expiry_seconds_runs": [_r(r["expiry_seconds"], 6) for r in rs],
             "expiries_objects_per_second_median": _r(eps, 1),
             "expiries_objects_per_second_runs": [_r(r["expiries_per_second"], 1) for r in rs],
-            "expiry_ratio_to_baseline": _sig(_per(eps, base_eps)),
+            "expiry_ratio_to_baseline": _sig(_per(_median([r["expiries_per_second"] for r in ps]), base_eps)),
             "notifications": last["notifications"],
             "candidates_per_object": _r(_per(last["candidates"], n_obj), 3),
             "affected_per_object": _r(_per(last["affected"], n_obj), 3),
-            "same_results_as_baseline": all(r["results_digest"] == base_res for r in rs),
-            "same_notifications_as_baseline": all(r["notifications_digest"] == base_notes for r in rs),
+            "same_results_as_baseline": all(r["results_digest"] == base_res for r in ps),
+            "same_notifications_as_baseline": all(r["notifications_digest"] == base_notes for r in ps),
+            "same_as_first_run": all(r["results_digest"] == rs[0]["results_digest"]
+                                     and r["notifications_digest"] == rs[0]["notifications_digest"] for r in rs),
             "warmup_seconds": _r(warm.get(ix), 3),
         }
     for ix, r in report["indexes"].items():
         if not (r["same_results_as_baseline"] and r["same_notifications_as_baseline"]):
             notes.append(f"{ix}: results or notifications differ from the baseline {base}!")
+        if not r["same_as_first_run"]:
+            notes.append(f"{ix}: its runs gave different results or notifications!")
+    whole = [ix for ix in indexes if ix != base] if prefix is not None else []
+    for ix in whole[1:]:  # over the whole stream the indexes can still be checked against each other
+        if (runs[ix][0]["results_digest"], runs[ix][0]["notifications_digest"]) != (
+                runs[whole[0]][0]["results_digest"], runs[whole[0]][0]["notifications_digest"]):
+            notes.append(f"{ix}: results or notifications over the whole stream differ from {whole[0]}'s!")
     return report
+
+
+def baseline_prefix(events: list, build: int, n: int | None) -> list | None:
+    """The first ``n`` events for the baseline, or None when they are the whole stream.  The
+    prefix keeps every build event, so the index the baseline is compared with is the same."""
+    if n is None or n >= len(events):
+        return None
+    if n <= build:
+        raise ValueError(f"--baseline-events {n} leaves the baseline no objects: the first {build} "
+                         f"events are the initial subscriptions")
+    return events[:n]
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -448,7 +493,9 @@ def _describe(rep: dict[str, Any]) -> str:
         src = f"{w['dataset']} workload ({kinds}, kmax {w['kmax']}, seed {w['seed']})"
     return (f"{src}: {rep['events']:,} events = {rep['initial_subscriptions']:,} initial subscriptions "
             f"+ {rep['arrival_events']:,} arrivals ({rep['objects']:,} objects); window {rep['window']}; "
-            f"median of {rep['repeat']} run(s); baseline {rep['baseline']}")
+            f"median of {rep['repeat']} run(s); baseline {rep['baseline']}"
+            + (f" on the first {rep['baseline_events']:,} events (ratios and exactness on them)"
+               if rep.get("baseline_events") else ""))
 
 
 def format_report(rep: dict[str, Any]) -> str:
@@ -533,18 +580,20 @@ def load_workload(events: str | None, workload: Any, window: Window, space: Spac
 
 def main(events: str | None, indexes: list[str], window: Window, space: Space, repeat: int = 3,
          max_events: int | None = None, out: str | None = None, json_path: str | None = None,
-         workload: Any = None, baseline: str | None = None, warmup: bool = True) -> int:
+         workload: Any = None, baseline: str | None = None, warmup: bool = True,
+         baseline_events: int | None = None) -> int:
     """``skpubsub bench``: ``events`` (a file) or ``workload`` (a WorkloadConfig)."""
     order, notes = order_indexes(indexes, baseline)
     work = load_workload(events, workload, window, space, max_events)
     _progress(f"{len(work.events):,} valid events in memory ({work.rejected} rejected); "
               f"indexes {', '.join(order)}")
-    rep = bench(work, order, window, space, repeat, warmup=warmup, notes=notes, progress=_progress)
+    rep = bench(work, order, window, space, repeat, warmup=warmup, notes=notes, progress=_progress,
+                baseline_events=baseline_events)
     print(format_report(rep))
     for p in write_outputs(rep, out, json_path):
         print(f"wrote {p}")
     return 0
 
 
-__all__ = ["Workload", "bench", "format_report", "generated_events", "load_events", "main",
+__all__ = ["Workload", "baseline_prefix", "bench", "format_report", "generated_events", "load_events", "main",
            "order_indexes", "run_once", "warmup_events", "write_outputs"]

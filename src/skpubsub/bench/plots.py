@@ -67,7 +67,8 @@ def plot_throughput(rep: dict[str, Any], path: str | Path) -> Path:
         ax.set_ylim(min(positive) / 3, max(positive) * 4)
     ax.set_xticks(xs, names)
     ax.set_ylabel("objects / s (log scale)")
-    ax.set_title(f"Throughput; ratio to baseline {rep.get('baseline')}\n{_subtitle(rep)}", fontsize=9)
+    on = f" on its first {rep['baseline_events']:,} events" if rep.get("baseline_events") else ""
+    ax.set_title(f"Throughput; ratio to baseline {rep.get('baseline')}{on}\n{_subtitle(rep)}", fontsize=9)
     ax.grid(axis="y", which="both", alpha=0.3)
     if has_exp:
         ax.legend(fontsize=8, loc="upper left")

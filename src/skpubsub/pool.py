@@ -12,16 +12,44 @@ class Columns:
 
     ``add()`` is amortised O(1) (capacity doubles); ``free(slot)`` is O(1).
     Columns are plain attributes, so hot code reads ``table.x[slots]`` directly.
+
+    ``record=True`` keeps the columns as the fields of one structured array (each column
+    a strided view), so the fields of one slot share a cache line or two: a kernel that
+    visits slots at random (a posting list's candidates) then misses the cache once or
+    twice per slot instead of once per column.  Hot fields go first in ``spec``.
     """
 
-    def __init__(self, spec: dict[str, tuple[type | str, object]], capacity: int = 1024) -> None:
+    def __init__(self, spec: dict[str, tuple[type | str, object]], capacity: int = 1024,
+                 record: bool = False) -> None:
         self._spec = spec
-        self.capacity = capacity
-        for name, (dtype, fill) in spec.items():
-            setattr(self, name, np.full(capacity, fill, dtype=dtype))
+        self.capacity = 0
+        self.record = record
+        self._rec: np.ndarray | None = None
+        self.reserve(capacity)
         self.top = 0
         self._free: list[int] = []
         self.count = 0
+
+    def reserve(self, capacity: int) -> None:
+        """Room for ``capacity`` slots (the new ones at their fill values)."""
+        if capacity <= self.capacity:
+            return
+        old = self.capacity
+        if self.record:
+            rec = records(capacity, [(n, d) for n, (d, _) in self._spec.items()])
+            if self._rec is not None:
+                rec[:old] = self._rec
+            self._rec = rec
+        for name, (dtype, fill) in self._spec.items():
+            if self.record:
+                arr = self._rec[name]
+                arr[old:] = fill
+            else:
+                arr = np.full(capacity, fill, dtype=dtype)
+                if old:
+                    arr[:old] = getattr(self, name)
+            setattr(self, name, arr)
+        self.capacity = capacity
 
     def add(self) -> int:
         if self._free:
@@ -41,23 +69,44 @@ class Columns:
         self.count -= 1
 
     def _grow(self) -> None:
-        new_cap = self.capacity * 2
-        for name, (dtype, fill) in self._spec.items():
-            old = getattr(self, name)
-            arr = np.full(new_cap, fill, dtype=dtype)
-            arr[: self.capacity] = old
-            setattr(self, name, arr)
-        self.capacity = new_cap
+        self.reserve(self.capacity * 2)
 
     @property
     def nbytes(self) -> int:
+        if self._rec is not None:
+            return self._rec.nbytes
         return sum(getattr(self, name).nbytes for name in self._spec)
 
     def __getstate__(self) -> dict:
-        return _used_state(self)
+        state = _used_state(self)
+        state["_rec"] = None
+        return state
 
     def __setstate__(self, state: dict) -> None:
-        _regrow(self, state, state["_spec"])  # name -> (dtype, fill)
+        if not state.get("record"):
+            _regrow(self, state, state["_spec"])  # name -> (dtype, fill)
+            return
+        self.__dict__.update(state)
+        cap, self.capacity = self.capacity, 0
+        self.reserve(cap)
+        for name in self._spec:
+            getattr(self, name)[: self.top] = state[name]
+
+
+LINE = 64  # bytes in a cache line
+
+
+def records(n: int, fields: list[tuple[str, type | str]]) -> np.ndarray:
+    """``n`` records of ``fields``, each record a whole number of cache lines (when larger
+    than half of one) and the first starting a line, so a slot's fields are never split
+    further than they must be."""
+    d = np.dtype(fields, align=True)
+    size = -(-d.itemsize // LINE) * LINE if d.itemsize > LINE // 2 else d.itemsize
+    d = np.dtype({"names": list(d.names), "formats": [d.fields[f][0] for f in d.names],
+                  "offsets": [d.fields[f][1] for f in d.names], "itemsize": size})
+    buf = np.zeros(n * size + LINE, dtype=np.uint8)
+    start = -buf.ctypes.data % LINE
+    return buf[start:start + n * size].view(d)
 
 
 class SegmentPool:

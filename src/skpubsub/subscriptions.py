@@ -49,15 +49,16 @@ class SubTable:
         self.kmax = kmax
         self.policy = BUFFERS.index(buffer)
         self.prune = self.policy != B_KMAX
+        # One record per slot: what verifying a candidate reads fills its first cache line.
         self.cols = Columns({
             "active": (np.bool_, False), "kind": (np.int8, 0), "match_all": (np.bool_, False),
-            "x": (np.float64, 0.0), "y": (np.float64, 0.0),
+            "complete": (np.bool_, True), "kw_len": (np.int32, 0), "kw_off": (np.int64, 0),
+            "x": (np.float64, 0.0), "y": (np.float64, 0.0), "kth": (np.float64, math.inf),
+            "alpha": (np.float64, 0.0), "res_off": (np.int64, 0), "res_n": (np.int32, 0), "k": (np.int32, 0),
+            "kb": (np.int32, 0),
             "rx1": (np.float64, 0.0), "ry1": (np.float64, 0.0), "rx2": (np.float64, 0.0), "ry2": (np.float64, 0.0),
-            "k": (np.int32, 0), "alpha": (np.float64, 0.0), "seq": (np.int64, -1),
-            "expires": (np.float64, math.inf), "kw_off": (np.int64, 0), "kw_len": (np.int32, 0),
-            "res_off": (np.int64, 0), "res_n": (np.int32, 0), "kth": (np.float64, math.inf),
-            "kb": (np.int32, 0), "complete": (np.bool_, True),
-        })
+            "seq": (np.int64, -1), "expires": (np.float64, math.inf),
+        }, record=True)
         self.kw = SegmentPool({"id": np.int32, "ws": np.float64})
         self.res = SegmentPool({"obj": np.int64, "key": np.float64, "dom": np.int32})
         self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)

@@ -37,10 +37,25 @@ from numba import njit
 from ..config import Space
 from ..subscriptions import K_TOPK, SubTable
 from ..vocab import Vocabulary
+from ..pool import records
 from . import postings as P
 from .cells import box_at, cell_of, extent, level_key
 from .nodecost import count_objects, new_counts, slot_level
 from .prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
+
+# Per-slot fields, one record a slot (pool.records): a posting entry's liveness test
+# (cgrid.live: epoch, level, box) and the scan's stamp read one cache line.
+SLOT_FIELDS = (
+    ("epoch", np.int64, 0),
+    ("stamp", np.int64, -1),  # last probe that met the slot (scan)
+    ("box", "(4,)i4", -1),
+    ("pkth", np.float64, math.inf),  # the entry rule a top-k slot's classes were chosen at
+    ("tok", np.int64, -1),  # a posting token other than keywords (aoiq), or -1
+    ("nkw", np.int32, 0),  # keywords posted under (0: not posted)
+    ("kw0", np.int32, -1),  # the one keyword an `all` subscription is posted under
+    ("level", np.int8, -1),  # -1: the global list
+    ("pending", np.bool_, False),  # queued for re-posting by the kernel
+)
 
 _NO_DIRECTORY = (np.full(1, P.EMPTY, dtype=np.int64), np.full(1, -1, dtype=np.int32),
                  *(np.zeros(0, dtype=np.int64) for _ in range(6)))
@@ -139,16 +154,8 @@ class CompiledGrid:
         self.max_cells = max(1, int(max_cells))
         self.geo = np.array([space.x1, space.y1, space.x2 - space.x1, space.y2 - space.y1, space.maxdist])
         self.store = P.PostingStore()
-        cap = 1024
-        self.epoch = np.zeros(cap, dtype=np.int64)
-        self.level = np.full(cap, -1, dtype=np.int8)  # -1: the global list
-        self.pending = np.zeros(cap, dtype=np.bool_)  # queued for re-posting by the kernel
-        self.box = np.full((cap, 4), -1, dtype=np.int32)
-        self.nkw = np.zeros(cap, dtype=np.int32)  # keywords posted under (0: not posted)
-        self.kw0 = np.full(cap, -1, dtype=np.int32)  # the one keyword an `all` subscription is posted under
-        self.tok = np.full(cap, -1, dtype=np.int64)  # a posting token other than keywords (aoiq), or -1
-        self.stamp = np.full(cap, -1, dtype=np.int64)  # last probe that met the slot (scan)
-        self.pkth = np.full(cap, math.inf)  # the entry rule a top-k slot's classes were chosen at
+        self._slots = records(0, [(n, d) for n, d, _ in SLOT_FIELDS])
+        self._fit(1023)
         self.rb = np.zeros(0, dtype=np.float32)  # prefix.prefix_bounds of top-k keywords, by keyword pool offset
         self.n_topk = 0  # prefix-filtered top-k slots: objects probe class tokens only while there are some
         self.stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
@@ -165,10 +172,15 @@ class CompiledGrid:
         its stale entries and spare capacity (snapshots about 3x smaller)."""
         state = self.__dict__.copy()
         state["store"] = None
+        for name, _, _ in SLOT_FIELDS:  # views of _slots
+            del state[name]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        old, self._slots = self._slots, records(len(self._slots), [(n, d) for n, d, _ in SLOT_FIELDS])
+        self._slots[:] = old  # aligned again
+        self._bind()
         self.store = P.PostingStore()
         self.live_entries = 0
         active = self.subs.cols.active
@@ -178,20 +190,19 @@ class CompiledGrid:
 
     # -- per-slot arrays follow the subscription table's capacity --------------------
     def _fit(self, s: int) -> None:
-        if s < len(self.epoch):
+        old = len(self._slots)
+        if s < old:
             return
-        cap = max(s + 1, 2 * len(self.epoch))
-        self.epoch = P._grown(self.epoch, cap, 0)
-        self.level = P._grown(self.level, cap, -1)
-        self.pending = P._grown(self.pending, cap, False)
-        box = np.full((cap, 4), -1, dtype=np.int32)
-        box[: len(self.box)] = self.box
-        self.box = box
-        self.nkw = P._grown(self.nkw, cap, 0)
-        self.kw0 = P._grown(self.kw0, cap, -1)
-        self.tok = P._grown(self.tok, cap, -1)
-        self.stamp = P._grown(self.stamp, cap, -1)
-        self.pkth = P._grown(self.pkth, cap, math.inf)
+        rec = records(max(s + 1, 2 * old), [(n, d) for n, d, _ in SLOT_FIELDS])
+        rec[:old] = self._slots
+        for name, _, fill in SLOT_FIELDS:
+            rec[name][old:] = fill
+        self._slots = rec
+        self._bind()
+
+    def _bind(self) -> None:
+        for name, _, _ in SLOT_FIELDS:  # plain attributes: the kernels take them as arrays
+            setattr(self, name, self._slots[name])
 
     def _region(self, s: int) -> tuple[int, np.ndarray]:
         """(best level or -1, its cell box) of the slot's current region."""

@@ -22,11 +22,12 @@ class ObjectTable:
     """Columnar objects: O(1) add/free, keyword ids in a segment pool."""
 
     def __init__(self) -> None:
+        # One 64-byte record per slot: a refill or an expiry reads an object's fields at once.
         self.cols = Columns({
-            "x": (np.float64, 0.0), "y": (np.float64, 0.0), "seq": (np.int64, -1),
-            "expiry": (np.float64, math.inf), "kw_off": (np.int64, 0), "kw_len": (np.int32, 0),
-            "wo": (np.float64, 0.0), "refs": (np.int32, 0), "alive": (np.bool_, False),
-        })
+            "alive": (np.bool_, False), "refs": (np.int32, 0), "kw_len": (np.int32, 0), "kw_off": (np.int64, 0),
+            "x": (np.float64, 0.0), "y": (np.float64, 0.0), "wo": (np.float64, 0.0),
+            "expiry": (np.float64, math.inf), "seq": (np.int64, -1),
+        }, record=True)
         self.kw = SegmentPool({"id": np.int32})
         self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
 

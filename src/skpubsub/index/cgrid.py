@@ -35,9 +35,9 @@ import numpy as np
 from numba import njit
 
 from ..config import Space
+from ..pool import records
 from ..subscriptions import K_TOPK, SubTable
 from ..vocab import Vocabulary
-from ..pool import records
 from . import postings as P
 from .cells import box_at, cell_of, extent, level_key
 from .nodecost import count_objects, new_counts, slot_level
@@ -374,9 +374,7 @@ class CompiledGrid:
 
     @property
     def nbytes(self) -> int:
-        return (self.store.nbytes + self.epoch.nbytes + self.level.nbytes + self.pending.nbytes
-                + self.box.nbytes + self.nkw.nbytes + self.tok.nbytes + self.pkth.nbytes + self.rb.nbytes
-                + self.counts.nbytes)
+        return self.store.nbytes + self._slots.nbytes + self.rb.nbytes + self.counts.nbytes
 
     def _check(self) -> None:
         """Every active slot's region lies inside its posted cells, and each of them holds

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from skpubsub.pool import LINE, Columns, records
+from skpubsub.pool import LINE, Columns, grown_records, records
 
 SPEC = {"active": (np.bool_, False), "n": (np.int32, 7), "x": (np.float64, math.inf),
         "box": ("(4,)i4", -1), "seq": (np.int64, -1)}
@@ -48,3 +48,13 @@ def test_records_align_to_cache_lines():
     r = records(100, [(f"f{i}", np.float64) for i in range(9)])
     assert r.dtype.itemsize == 2 * LINE and r.ctypes.data % LINE == 0
     assert (r["f8"] == 0).all()
+
+
+def test_grown_records_copy_and_fill():
+    fields = [("a", np.int64, -1), ("box", "(4,)i4", 7)]
+    r = grown_records(None, 3, fields)
+    assert (r["a"] == -1).all() and (r["box"] == 7).all()
+    r["a"] = [1, 2, 3]
+    g = grown_records(r, 5, fields)
+    assert list(g["a"]) == [1, 2, 3, -1, -1] and (g["box"][3:] == 7).all()
+    assert g.ctypes.data % LINE == 0 and g.dtype == r.dtype

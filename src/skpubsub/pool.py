@@ -36,14 +36,10 @@ class Columns:
             return
         old = self.capacity
         if self.record:
-            rec = records(capacity, [(n, d) for n, (d, _) in self._spec.items()])
-            if self._rec is not None:
-                rec[:old] = self._rec
-            self._rec = rec
+            self._rec = grown_records(self._rec, capacity, [(n, d, f) for n, (d, f) in self._spec.items()])
         for name, (dtype, fill) in self._spec.items():
             if self.record:
                 arr = self._rec[name]
-                arr[old:] = fill
             else:
                 arr = np.full(capacity, fill, dtype=dtype)
                 if old:
@@ -107,6 +103,18 @@ def records(n: int, fields: list[tuple[str, type | str]]) -> np.ndarray:
     buf = np.zeros(n * size + LINE, dtype=np.uint8)
     start = -buf.ctypes.data % LINE
     return buf[start:start + n * size].view(d)
+
+
+def grown_records(old: np.ndarray | None, capacity: int, fields) -> np.ndarray:
+    """``old``'s records (if any) copied into ``capacity`` fresh aligned ones, the rest at
+    their fill values; ``fields``: (name, dtype, fill)."""
+    rec = records(capacity, [(n, d) for n, d, _ in fields])
+    n = 0 if old is None else len(old)
+    if n:
+        rec[:n] = old
+    for name, _, fill in fields:
+        rec[name][n:] = fill
+    return rec
 
 
 class SegmentPool:

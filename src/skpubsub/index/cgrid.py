@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from ..config import Space
-from ..pool import records
+from ..pool import grown_records
 from ..subscriptions import K_TOPK, SubTable
 from ..vocab import Vocabulary
 from . import postings as P
@@ -154,8 +154,8 @@ class CompiledGrid:
         self.max_cells = max(1, int(max_cells))
         self.geo = np.array([space.x1, space.y1, space.x2 - space.x1, space.y2 - space.y1, space.maxdist])
         self.store = P.PostingStore()
-        self._slots = records(0, [(n, d) for n, d, _ in SLOT_FIELDS])
-        self._fit(1023)
+        self._slots = grown_records(None, 1024, SLOT_FIELDS)
+        self._bind()
         self.rb = np.zeros(0, dtype=np.float32)  # prefix.prefix_bounds of top-k keywords, by keyword pool offset
         self.n_topk = 0  # prefix-filtered top-k slots: objects probe class tokens only while there are some
         self.stamp_next = np.zeros(1, dtype=np.int64)  # last stamp used
@@ -178,8 +178,7 @@ class CompiledGrid:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        old, self._slots = self._slots, records(len(self._slots), [(n, d) for n, d, _ in SLOT_FIELDS])
-        self._slots[:] = old  # aligned again
+        self._slots = grown_records(self._slots, len(self._slots), SLOT_FIELDS)  # aligned again
         self._bind()
         self.store = P.PostingStore()
         self.live_entries = 0
@@ -190,14 +189,9 @@ class CompiledGrid:
 
     # -- per-slot arrays follow the subscription table's capacity --------------------
     def _fit(self, s: int) -> None:
-        old = len(self._slots)
-        if s < old:
+        if s < len(self._slots):
             return
-        rec = records(max(s + 1, 2 * old), [(n, d) for n, d, _ in SLOT_FIELDS])
-        rec[:old] = self._slots
-        for name, _, fill in SLOT_FIELDS:
-            rec[name][old:] = fill
-        self._slots = rec
+        self._slots = grown_records(self._slots, max(s + 1, 2 * len(self._slots)), SLOT_FIELDS)
         self._bind()
 
     def _bind(self) -> None:

@@ -14,7 +14,7 @@ from skpubsub.testing.reference import ReferenceEngine
 from skpubsub.testing.streams import random_stream
 
 
-@pytest.mark.parametrize("index", ["dkm", "grid"])
+@pytest.mark.parametrize("index", ["dkm", "grid", "igpt"])
 def test_a_restored_engine_goes_on_like_the_reference(index: str) -> None:
     for seed in range(60):
         s = random_stream(seed, n_events=(60, 200))

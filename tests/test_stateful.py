@@ -38,6 +38,7 @@ CONFIGS = index_configs({
              {"grid": 8, "buffer": "skyband", "kmax": 1.0}],
     "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"buffer": "cskyband"}],
     "aoiq": [{"warm_n": 0}],  # the cost model's levels from the first object
+    "igpt": [{"grid": 2, "group": 2, "buffer": "cskyband"}],
 })
 
 SUB_IDS = ["s1", "s2", "s3", 1, "1"]

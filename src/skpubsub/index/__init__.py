@@ -3,8 +3,10 @@
 from .aoiq import AOIQIndex
 from .cgrid import CompiledGrid
 from .grid import GridIndex
+from .igpt import IGPTIndex
 
 # One compiled grid inverted file is both DkM-SKS's worker index (kNN) and
 # PS2Stream's GI² (range); the plain ``grid`` is the uncompiled baseline.
 # ``aoiq`` is CkQST's: the same grid, `all` subscriptions under ordered keyword pairs and blocks.
-INDEXES = {"grid": GridIndex, "dkm": CompiledGrid, "gi2": CompiledGrid, "aoiq": AOIQIndex}
+# ``igpt`` is Skype's: top-k subscriptions in the cell of their location, pruned by groups and cells.
+INDEXES = {"grid": GridIndex, "dkm": CompiledGrid, "gi2": CompiledGrid, "aoiq": AOIQIndex, "igpt": IGPTIndex}

@@ -370,13 +370,14 @@ class CompiledGrid:
     def nbytes(self) -> int:
         return self.store.nbytes + self._slots.nbytes + self.rb.nbytes + self.counts.nbytes
 
-    def _check(self) -> None:
+    def _check(self, owned: np.ndarray | None = None) -> None:
         """Every active slot's region lies inside its posted cells, and each of them holds
-        a live entry for the slot."""
+        a live entry for the slot. ``owned``: the slots this grid holds (default: all)."""
         c = self.subs.cols
         st = self.store
         assert st.entries >= 0
-        for s in np.flatnonzero(c.active[: c.top]).tolist():
+        mine = c.active[: c.top] if owned is None else c.active[: c.top] & owned[: c.top]
+        for s in np.flatnonzero(mine).tolist():
             level, _ = self._region(s)
             cur = int(self.level[s])
             if cur >= 0:

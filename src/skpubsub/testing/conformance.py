@@ -71,6 +71,10 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
     "aoiq": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 1e9},
              {"theta_u": 0.0, "buffer": "ckskyband", "warm_n": 0},
              {"grid": 64, "theta_u": 1e9, "buffer": "skyband", "theta_n": 1.0, "warm_n": 0}],
+    # group 1: every subscription its own group; tighten 0: a cell rebuilt on every raised
+    # score; 1e9: never (snapshots only loosen)
+    "igpt": [{}, {"grid": 1, "group": 1, "kmax": 1.0}, {"grid": 64, "group": 2, "tighten": 0.0, "buffer": "cskyband"},
+             {"grid": 4, "tighten": 1e9, "buffer": "skyband"}],
 }
 
 

@@ -60,8 +60,14 @@ def publish_run(start, n_active,
                 epoch, lvl, pending, box, nkw, geo, lmax, max_cells, counts, theta_n, warm_n, freq, stamp, rb, pkth,
                 prefix, ptok, tok, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, toks, srt,
                 cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
-                out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters):
-    """Process pubs ``start..`` of the batch; returns (next index, status)."""
+                out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters,
+                foreign, pc_off, pc, pe_off, pe, rf, rf_n):
+    """Process pubs ``start..`` of the batch; returns (next index, status).
+
+    ``foreign``: slots another index holds (igpt's top-k), never posted here; their
+    candidates come precomputed per pub (``pc``, CSR by ``pc_off``) and per expiry (``pe``),
+    valid while no score drops (igpt.IGPTIndex.precompute); one that drops (a refill) joins
+    ``rf`` (``rf_n`` of them, ``foreign`` 2) and is a candidate of every later object."""
     maxdist = geo[4]
     tmp = np.empty(4, dtype=np.int32)
     ext = np.empty(4)
@@ -92,6 +98,8 @@ def publish_run(start, n_active,
             nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                        h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
                        blk_free, meta, cands)
+            if len(pe_off) > 1:
+                nc = _join(pe[pe_off[e]:pe_off[e + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
             found = 0
             for c in range(nc):
                 s = cands[c]
@@ -153,6 +161,12 @@ def publish_run(start, n_active,
                     if not _holds(old_o, 0, nold, res_obj[ro + jj]):
                         _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, out_i, out_s, out_o, out_d,
                               out_ka, out_kd, out_r, counters)
+                if foreign[s]:  # its score may have dropped: a candidate of every later object
+                    if foreign[s] == 1:
+                        foreign[s] = 2
+                        rf[rf_n[0]] = s
+                        rf_n[0] += 1
+                    continue
                 _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, counts,
                         theta_n, warm_n, tmp, ext, queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq,
                         tok, epoch, rb, pkth, prefix, ptok,
@@ -172,6 +186,8 @@ def publish_run(start, n_active,
         nc = scan(x, y, toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
                    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                    cands)
+        if len(pc_off) > 1:
+            nc = _join(pc[pc_off[i]:pc_off[i + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
         counters[C_CAND] += nc
         for c in range(nc):
             s = cands[c]
@@ -179,6 +195,8 @@ def publish_run(start, n_active,
             off = kw_off[s]
             ln = kw_len[s]
             if match_all[s] and ln > 1 and not carries_all(okw, kw_id, off, ln):
+                continue
+            if foreign[s] == 2 and not _shares(okw, kw_id, off, ln):  # from rf: not found by a keyword
                 continue
             if ks == K_RANGE:
                 if rx1[s] <= x <= rx2[s] and ry1[s] <= y <= ry2[s]:
@@ -209,7 +227,7 @@ def publish_run(start, n_active,
                 res_n[s] = n1
                 before = kth[s]
                 after_put(s, n1, cap, kk, ks, policy, res_key, ro, kth, complete)
-                if kth[s] != before:  # the region shrank
+                if kth[s] != before and not foreign[s]:  # the region shrank
                     _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, counts,
                             theta_n, warm_n, tmp, ext, queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws,
                             freq, tok, epoch, rb, pkth, prefix, ptok,
@@ -228,6 +246,32 @@ def _holds(objs, lo, n, o):
         if objs[j] == o:
             return True
     return False
+
+
+@njit(inline="always", cache=True)
+def _shares(okw, kw_id, off, ln):
+    """Does an object with keyword ids ``okw`` carry one of ``kw_id[off:off+ln]``?"""
+    for j in range(off, off + ln):
+        for v in okw:
+            if v == kw_id[j]:
+                return True
+    return False
+
+
+@njit(cache=True)
+def _join(more, rf, stamp, st, cands, nc):
+    """Append the slots of ``more`` and ``rf`` not yet among ``cands`` (``stamp`` ``st``)."""
+    for s in more:
+        if stamp[s] != st:
+            stamp[s] = st
+            cands[nc] = s
+            nc += 1
+    for s in rf:
+        if stamp[s] != st:
+            stamp[s] = st
+            cands[nc] = s
+            nc += 1
+    return nc
 
 
 @njit(cache=True)
@@ -458,7 +502,9 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     """Run the kernel over ``pubs``; returns how many it applied (all but on a missing holder)."""
     m = len(pubs)
     exp_off, exp_obj, taken = _expiries(eng, pubs, slots, expire)
-    oc, sc, ix, st = eng.objs.cols, eng.subs.cols, eng.index, eng.index.store
+    oc, sc, top = eng.objs.cols, eng.subs.cols, eng.index
+    ix = getattr(top, "grid_index", top)  # the compiled grid the kernel scans (igpt keeps range, knn in one)
+    st = ix.store
     objs = eng.objs
     ix._fit(sc.capacity - 1)
     b_obj = np.array(slots, dtype=np.int64)
@@ -485,6 +531,20 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     toks = np.empty(probe_room(m_kw, ix.directory) + NC * m_kw, dtype=np.int64)
     srt = np.empty(m_kw, dtype=np.int64)
     ptok = np.empty(max(1, int(sc.kw_len[: sc.top].max()) if sc.top else 1), dtype=np.int64)  # a re-post's tokens
+    rf = np.empty(sc.capacity, dtype=np.int64)
+    rf_n = np.zeros(1, dtype=np.int64)
+    pre = getattr(top, "precompute", None)
+    if pre is not None:  # another index holds the top-k slots: their candidates, now (see publish_run)
+        e_kw = [objs.keywords(o) for o in exp_obj.tolist()]
+        e_kwoff = np.zeros(len(e_kw) + 1, dtype=np.int64)
+        e_kwoff[1:] = np.cumsum([len(k) for k in e_kw])
+        e_kw = np.concatenate(e_kw).astype(np.int32) if e_kw else np.empty(0, dtype=np.int32)
+        foreign, pc_off, pc, pe_off, pe = pre(b_x, b_y, b_kwoff, b_kw, oc.x[exp_obj], oc.y[exp_obj], e_kwoff, e_kw)
+        changed = [rf[:0]]
+    else:
+        foreign = np.zeros(sc.capacity, dtype=np.int8)
+        pc_off = pe_off = np.zeros(1, dtype=np.int64)
+        pc = pe = np.empty(0, dtype=np.int64)
     eng._fit_object_stamps()
     retains = eng.window.retains
     start = 0
@@ -507,7 +567,9 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, ix.counts, ix.theta_n,
             ix.warm_n, eng.vocab.freq, ix.stamp, ix.class_bounds(), ix.pkth, ix.n_topk > 0, ptok,
             ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
-            *rows.arrays, queue, dead, counters)
+            *rows.arrays, queue, dead, counters, foreign, pc_off, pc, pe_off, pe, rf, rf_n)
+        if pre is not None:
+            changed.append(np.unique(rows.s[: counters[C_OUT]]))
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
         if retains:
             eng.alive.added(nxt - start, int(b_kwoff[nxt] - b_kwoff[start]))
@@ -521,6 +583,8 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             hold_s = np.empty(cap, dtype=np.int64)
             hold_p = np.empty(cap, dtype=np.int64)
     done = nxt
+    if pre is not None:  # scores that rose (results changed) or may have dropped (refills)
+        top.touched(np.concatenate([*changed, rf[: rf_n[0]]]))
     ix.count(b_x[:done], b_y[:done])  # after the fact: a level choice is cost, never results
     if status == STOP_EXPIRY:
         eng.stats["expiry_stops"] += 1
@@ -550,10 +614,11 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out, tags: list | None
     (SPEC section 6), appended to ``out`` (a list, or columns to a ``NoteBatch``);
     re-post queued slots; free objects."""
     sc = eng.subs.cols
+    ix = getattr(eng.index, "grid_index", eng.index)
     n = int(counters[C_OUT])
     eng.stats["candidates"] += int(counters[C_CAND])
     eng.stats["affected"] += int(counters[C_AFFECTED])
-    eng.index.live_entries += int(counters[C_LIVE_ADD]) - int(counters[C_LIVE_DROP])
+    ix.live_entries += int(counters[C_LIVE_ADD]) - int(counters[C_LIVE_DROP])
     if n:
         d_all = rows.d[:n]
         left = d_all[(rows.r[:n] == 0) & (d_all >= 0)]  # pushed past k: out of a buffer of k
@@ -582,9 +647,9 @@ def _drain(eng, pubs, counters, rows: _Rows, queue, dead, out, tags: list | None
         if tags is not None:
             tags.extend((notes.pub + base).tolist())
     for s in queue[: int(counters[C_QUEUE])].tolist():
-        if sc.active[s] and eng.index.pending[s]:
-            eng.index._place(s)
-    eng.index.maybe_compact()
+        if sc.active[s] and ix.pending[s]:
+            ix._place(s)
+    ix.maybe_compact()
     eng._dead.extend(dead[: int(counters[C_DEAD])].tolist())
     eng.stats["expired"] += int(counters[C_DEAD])
     eng.stats["expiry_misses"] += int(counters[C_MISS])

@@ -15,11 +15,11 @@ visits every cell and prunes:
   ``kScore* = kScore/(1-α)``; with suffix maxima of ``maxwt`` and ``α*`` the first
   position from which Theorem 4's inequality holds is found by binary search and the
   rest of the group is not read;
-* **individual pruning** (Lemma 1 with Theorem 2's bound for unseen keywords, Eq. 5):
-  the text similarity still reachable from keyword ``w`` on is at most
-  ``min(wtsum(s.w)·maxwt(m.w), wtsum(m.w)·maxwt(s.w))``; with the exact spatial
-  similarity (cheaper here than Definition 8's inner bound: the entry carries the
-  location) a subscription that cannot reach ``kScore`` is skipped.
+* **individual pruning** (Lemma 1 with Theorem 2): met under keyword ``w``, a
+  subscription's text similarity is ``w``'s share (exact: the entry carries its weight)
+  plus at most Eq. 5's ``min(wtsum·maxwt(m), wtsum(m)·maxwt)`` over the keywords after
+  ``w``; with the exact spatial similarity (the entry carries the location, tighter than
+  Definition 8's inner bound) a subscription that cannot reach ``kScore`` is skipped.
 
 Keywords are in one global order (ids), so the list an object meets a subscription in
 first is its first shared keyword, where these bounds cover the whole text similarity:
@@ -61,8 +61,8 @@ LIST_COLS = {"w": np.int64, "g0": np.int64, "g1": np.int64}
 GROUP_COLS = {"e0": np.int64, "e1": np.int64, "mw": np.float64, "ws": np.float64, "key": np.float64,
               "astar": np.float64}
 ENTRY_COLS = {"s": np.int64, "key": np.float64, "smw": np.float64, "sws": np.float64, "sa": np.float64,
-              "x": np.float64, "y": np.float64, "alpha": np.float64, "ks": np.float64, "mw": np.float64,
-              "ws": np.float64}
+              "x": np.float64, "y": np.float64, "alpha": np.float64, "ks": np.float64, "w1": np.float64,
+              "rmw": np.float64, "rws": np.float64}
 # counters (tests and the bench read them): cells skipped (Lemma 6), groups skipped
 # (Theorem 3), entries cut by early termination (Theorem 4), entries read, entries
 # rejected individually, cells built
@@ -108,7 +108,7 @@ def _star(kscore, alpha):
 def _build(cells, head, nxt, kth, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, group,
            c_l0, c_l1, c_lam, pk, tops,
            l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
-           e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_mw, e_ws):
+           e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws):
     """Build the inverted file of each cell in ``cells`` at the arenas' tops (room
     reserved by the caller); returns the entries written."""
     written = 0
@@ -128,6 +128,9 @@ def _build(cells, head, nxt, kth, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, g
         ts = np.empty(n, dtype=np.int64)
         tmw = np.empty(n)
         tws = np.empty(n)
+        tw1 = np.empty(n)
+        trmw = np.empty(n)
+        trws = np.empty(n)
         ta = np.empty(n)
         tk = np.empty(n)
         lam = math.inf
@@ -145,6 +148,9 @@ def _build(cells, head, nxt, kth, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, g
             kstar, astar = _star(ks, alpha[s])
             for jj in range(ln - 1, -1, -1):  # suffix max (Eq. 4) and sum (Eq. 3) of the weights
                 j = off + order[jj]
+                tw1[i] = kw_ws[j]
+                trmw[i] = mw  # of the keywords after this one
+                trws[i] = sw
                 mw = max(mw, kw_ws[j])
                 sw += kw_ws[j]
                 tw[i] = kw_id[j]
@@ -201,8 +207,9 @@ def _build(cells, head, nxt, kth, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, g
                     e_y[e] = sy[s]
                     e_alpha[e] = alpha[s]
                     e_ks[e] = -kth[s]
-                    e_mw[e] = tmw[t]
-                    e_ws[e] = tws[t]
+                    e_w1[e] = tw1[t]
+                    e_rmw[e] = trmw[t]
+                    e_rws[e] = trws[t]
                 g_mw[gi] = smw
                 g_ws[gi] = sws
                 g_a[gi] = sa
@@ -218,8 +225,8 @@ def _build(cells, head, nxt, kth, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, g
 @njit(cache=True)
 def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
            l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
-           e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_mw, e_ws,
-           stamp, st, cands, counters):
+           e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws,
+           kth, stamp, st, cands, counters):
     """Algorithm 1's filtering step: slots that may take an object at (x, y) with keywords
     ``okw`` (ids, ascending) into ``cands``; returns how many."""
     nc = 0
@@ -291,13 +298,36 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
                     ddy = y - e_y[e]
                     ssim = max(0.0, 1.0 - math.sqrt(ddx * ddx + ddy * ddy) / maxdist)
                     al = e_alpha[e]
-                    t = min(e_ws[e] * wo, wt * e_mw[e])  # Eq. 5
-                    if al * ssim + (1.0 - al) * t + EPS < e_ks[e]:  # Lemma 1
+                    # Theorem 2: this keyword's share is exact; Eq. 5 bounds the ones after it
+                    t = e_w1[e] * wo + min(e_rws[e] * wo, (wt - wo) * e_rmw[e])
+                    # Lemma 1, against the current score (reading it beats verifying a stale candidate)
+                    if al * ssim + (1.0 - al) * t + EPS < max(e_ks[e], -kth[s]):
                         counters[N_INDIV] += 1
                         continue
                     cands[nc] = s
                     nc += 1
     return nc
+
+
+@njit(cache=True)
+def _probe_many(start, xs, ys, kwoff, kw, off, out, tmp, nonempty, g, geo, c_l0, c_l1, c_lam,
+                l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
+                e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws, kth, stamp, stamp_next,
+                counters):
+    """``_probe`` for objects ``start..`` into ``out`` (CSR by ``off``); returns the first
+    object whose candidates did not fit."""
+    for i in range(start, len(xs)):
+        okw = np.unique(kw[kwoff[i]:kwoff[i + 1]].astype(np.int64))
+        stamp_next[0] += 1
+        n = _probe(xs[i], ys[i], okw, 1.0 / math.sqrt(len(okw)), nonempty, g, geo, c_l0, c_l1, c_lam,
+                   l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
+                   e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws, kth, stamp, stamp_next[0],
+                   tmp, counters)
+        if off[i] + n > len(out):
+            return i
+        out[off[i]:off[i] + n] = tmp[:n]
+        off[i + 1] = off[i] + n
+    return len(xs)
 
 
 @njit(cache=True)
@@ -327,12 +357,12 @@ class IGPTIndex:
     a cell's subscriptions whose raised scores trigger its rebuild."""
 
     name = "igpt"
-    compiled = False
+    compiled = True  # the publish kernel (fastpath) runs it, with candidates from ``precompute``
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 32, group: int = 32,
                  tighten: float = 0.25) -> None:
         self.subs, self.vocab, self.space = subs, vocab, space
-        self.other = CompiledGrid(subs, vocab, space, prefix=False)  # range and knn
+        self.grid_index = CompiledGrid(subs, vocab, space, prefix=False)  # range and knn
         self.g = max(1, int(grid))
         self.group = max(1, int(group))
         self.tighten = float(tighten)
@@ -351,7 +381,7 @@ class IGPTIndex:
         self.prv = np.full(1024, -1, dtype=np.int64)
         self.pk = np.full(1024, math.inf)  # kth when its cell was built
         self.stamp = np.full(1024, -1, dtype=np.int64)
-        self.st = 0
+        self.stamp_next = np.zeros(1, dtype=np.int64)
         self.todo: set[int] = set()  # cells to build before the next probe
         self._lists, self._groups, self._entries = _Arena(LIST_COLS), _Arena(GROUP_COLS), _Arena(ENTRY_COLS)
         self._tops = np.zeros(3, dtype=np.int64)
@@ -374,7 +404,7 @@ class IGPTIndex:
     # -- the SubscriptionIndex protocol --------------------------------------------
     def insert(self, s: int) -> None:
         if self.subs.cols.kind[s] != K_TOPK:
-            self.other.insert(s)
+            self.grid_index.insert(s)
             return
         self._fit(s)
         c = self._cell_of(s)
@@ -387,7 +417,7 @@ class IGPTIndex:
 
     def delete(self, s: int) -> None:
         if s >= len(self.cell) or self.cell[s] < 0:
-            self.other.delete(s)
+            self.grid_index.delete(s)
             return
         c = int(self.cell[s])
         _unlink(s, c, self.head, self.nxt, self.prv)
@@ -400,7 +430,7 @@ class IGPTIndex:
         """kth changed. A lower score (kth up) makes the cell's snapshot unsafe: rebuild it
         before the next object; a higher one only loosens it: rebuild after enough."""
         if s >= len(self.cell) or self.cell[s] < 0:
-            self.other.update(s)
+            self.grid_index.update(s)
             return
         c = int(self.cell[s])
         kth = self.subs.cols.kth[s]
@@ -412,10 +442,10 @@ class IGPTIndex:
                 self.todo.add(c)
 
     def refresh(self, objects: int) -> int:
-        return self.other.refresh(objects)
+        return self.grid_index.refresh(objects)
 
     def candidates(self, x: float, y: float, kw_ids) -> np.ndarray:
-        other = self.other.candidates(x, y, kw_ids)
+        other = self.grid_index.candidates(x, y, kw_ids)
         self._flush()
         if not len(self.nonempty):
             return other
@@ -423,13 +453,56 @@ class IGPTIndex:
         okw = np.unique(np.asarray(kw_ids, dtype=np.int64))
         wo = 1.0 / math.sqrt(len(okw))  # the object's weight per keyword (ObjectTable.wo)
         cands = np.empty(min(len(self.cell), int(self.size.sum()) + 1), dtype=np.int64)
-        self.st += 1
+        self.stamp_next[0] += 1
         n = _probe(x, y, okw, wo, self.nonempty, self.g, self.geo, self.c_l0, self.c_l1, self.c_lam,
-                   *self._lists.arrays()[0:3], *self._groups.arrays(), *self._entries.arrays(),
-                   self.stamp, self.st, cands, self.counters)
+                   *self._arrays(), self.subs.cols.kth, self.stamp, self.stamp_next[0], cands, self.counters)
         if not len(other):
             return np.sort(cands[:n])
         return np.sort(np.concatenate([other, cands[:n]]))
+
+    def _arrays(self) -> tuple:
+        return (*self._lists.arrays(), *self._groups.arrays(), *self._entries.arrays())
+
+    # -- the publish kernel's side (fastpath) ------------------------------------------
+    def precompute(self, xs, ys, kwoff, kw, exs, eys, ekwoff, ekw) -> tuple:
+        """For a run of pubs (``xs, ys``, keywords CSR) and the objects expiring in it: the
+        top-k slots (``foreign``, int8 1), and the candidates of each under the scores as
+        they are now. Within the run a score only rises (pruning stays sound) until a
+        refill, which the kernel handles (fastpath.publish_run)."""
+        self._flush()
+        self._fit(self.subs.cols.capacity - 1)
+        foreign = (self.cell[: self.subs.cols.capacity] >= 0).astype(np.int8)
+        return (foreign, *self._probe_all(xs, ys, kwoff, kw), *self._probe_all(exs, eys, ekwoff, ekw))
+
+    def _probe_all(self, xs, ys, kwoff, kw) -> tuple[np.ndarray, np.ndarray]:
+        n = len(xs)
+        off = np.zeros(n + 1, dtype=np.int64)
+        out = np.empty(max(1024, 64 * n), dtype=np.int64)
+        if not len(self.nonempty):
+            return off, out[:0]
+        tmp = np.empty(int(self.size.sum()) + 1, dtype=np.int64)
+        i = 0
+        while i < n:
+            i = _probe_many(i, xs, ys, kwoff, kw, off, out, tmp, self.nonempty, self.g, self.geo, self.c_l0,
+                            self.c_l1, self.c_lam, *self._arrays(), self.subs.cols.kth, self.stamp, self.stamp_next,
+                            self.counters)
+            if i < n:
+                out = np.concatenate([out, np.empty(len(out) + len(tmp), dtype=np.int64)])
+        return off, out[: off[n]]
+
+    def touched(self, slots: np.ndarray) -> None:
+        """After a kernel run: ``slots`` whose results changed or were refilled (update, in bulk)."""
+        slots = np.unique(slots)
+        slots = slots[slots < len(self.cell)]
+        slots = slots[self.cell[slots] >= 0]
+        if not len(slots):
+            return
+        kth, pk, cells = self.subs.cols.kth[slots], self.pk[slots], self.cell[slots]
+        self.todo.update(cells[kth > pk].tolist())
+        up = cells[kth < pk]
+        np.add.at(self.raised, up, 1)
+        up = np.unique(up)
+        self.todo.update(up[self.raised[up] > self.tighten * self.size[up]].tolist())
 
     # -- building cells --------------------------------------------------------------
     def _flush(self) -> None:
@@ -462,7 +535,7 @@ class IGPTIndex:
         per_cell = sum(a.nbytes for a in (self.head, self.size, self.n_kw, self.raised, self.c_l0, self.c_l1,
                                           self.c_lam))
         per_slot = sum(a.nbytes for a in (self.cell, self.nxt, self.prv, self.pk, self.stamp))
-        return (self.other.nbytes + per_cell + per_slot + self._lists.nbytes + self._groups.nbytes
+        return (self.grid_index.nbytes + per_cell + per_slot + self._lists.nbytes + self._groups.nbytes
                 + self._entries.nbytes)
 
     def _check(self) -> None:
@@ -471,7 +544,7 @@ class IGPTIndex:
         the current scores (snapshots never above them)."""
         c = self.subs.cols
         self._fit(c.capacity - 1)
-        self.other._check(self.cell[: c.capacity] < 0)
+        self.grid_index._check(self.cell[: c.capacity] < 0)
         self._flush()
         members: dict[int, set[int]] = {}
         for s in np.flatnonzero(c.active[: c.top]).tolist():
@@ -491,8 +564,9 @@ class IGPTIndex:
                     e0, e1 = int(G.e0[gi]), int(G.e1[gi])
                     assert e1 > e0
                     assert np.all(E.key[e0 + 1:e1] >= E.key[e0:e1 - 1]), ("group out of order", gi)
-                    assert G.key[gi] <= E.key[e0:e1].min() and G.mw[gi] >= E.mw[e0:e1].max()
-                    assert G.ws[gi] >= E.ws[e0:e1].max() and G.astar[gi] == E.sa[e0]
+                    assert G.key[gi] == E.key[e0] and G.mw[gi] == E.smw[e0] and G.ws[gi] == E.sws[e0]
+                    assert G.astar[gi] == E.sa[e0]
+                    assert np.all(E.smw[e0:e1] >= np.maximum(E.w1[e0:e1], E.rmw[e0:e1]))
                     for e in range(e0, e1):
                         s = int(E.s[e])
                         assert s in slots, ("entry of a slot not in the cell", cell, s)

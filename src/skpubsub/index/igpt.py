@@ -35,7 +35,11 @@ subscriptions have raised their scores. Cells are built into append-only arenas;
 when garbage outgrows the live part, every cell is rebuilt into fresh ones.
 
 Only ``topk`` subscriptions live here; ``range`` and ``knn`` ones go to a compiled grid
-(:mod:`cgrid`), and candidates are the union.
+(:mod:`cgrid`), and candidates are the union. The publish kernel (:mod:`..fastpath`)
+runs it: before a run of pubs, ``precompute`` probes every pub and every object expiring
+in the run under the scores as they are then (a score only rises within the run, so the
+candidates stay a superset); a slot refilled in the run is a candidate of each later
+object, and ``touched`` brings the snapshots up to date afterwards.
 """
 
 from __future__ import annotations

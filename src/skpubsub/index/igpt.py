@@ -50,9 +50,11 @@ import numpy as np
 from numba import njit
 
 from ..config import Space
+from ..pool import Columns
 from ..subscriptions import K_TOPK, SubTable
 from ..vocab import Vocabulary
 from .cells import cell_of
+from . import postings as P
 from .cgrid import CompiledGrid
 
 EPS = 1e-9  # bounds must beat the score by this much to prune: float rounding never loses a match
@@ -73,31 +75,14 @@ ENTRY_COLS = {"s": np.int64, "key": np.float64, "smw": np.float64, "sws": np.flo
 N_CELL, N_GROUP, N_ET, N_READ, N_INDIV, N_BUILT = range(6)
 
 
-class _Arena:
-    """Append-only columns (one arena of the index)."""
+def _arena(cols: dict) -> Columns:
+    """Append-only columns (``top`` the fill mark; built cells are appended, never freed)."""
+    return Columns({name: (dtype, 0) for name, dtype in cols.items()})
 
-    def __init__(self, cols: dict, capacity: int = 1024) -> None:
-        self.cols = cols
-        self.top = 0
-        for name, dtype in cols.items():
-            setattr(self, name, np.zeros(capacity, dtype=dtype))
 
-    def reserve(self, n: int) -> None:
-        cap = len(getattr(self, next(iter(self.cols))))
-        if self.top + n <= cap:
-            return
-        new = max(self.top + n, 2 * cap)
-        for name, dtype in self.cols.items():
-            arr = np.zeros(new, dtype=dtype)
-            arr[: self.top] = getattr(self, name)[: self.top]
-            setattr(self, name, arr)
-
-    def arrays(self) -> tuple:
-        return tuple(getattr(self, name) for name in self.cols)
-
-    @property
-    def nbytes(self) -> int:
-        return sum(getattr(self, name).nbytes for name in self.cols)
+def _room(arena: Columns, n: int) -> None:
+    if arena.top + n > arena.capacity:
+        arena.reserve(max(arena.top + n, 2 * arena.capacity))
 
 
 @njit(cache=True)
@@ -387,7 +372,7 @@ class IGPTIndex:
         self.stamp = np.full(1024, -1, dtype=np.int64)
         self.stamp_next = np.zeros(1, dtype=np.int64)
         self.todo: set[int] = set()  # cells to build before the next probe
-        self._lists, self._groups, self._entries = _Arena(LIST_COLS), _Arena(GROUP_COLS), _Arena(ENTRY_COLS)
+        self._lists, self._groups, self._entries = _arena(LIST_COLS), _arena(GROUP_COLS), _arena(ENTRY_COLS)
         self._tops = np.zeros(3, dtype=np.int64)
         self.counters = np.zeros(6, dtype=np.int64)
 
@@ -396,10 +381,7 @@ class IGPTIndex:
             return
         cap = max(s + 1, 2 * len(self.cell))
         for name, fill in (("cell", -1), ("nxt", -1), ("prv", -1), ("pk", math.inf), ("stamp", -1)):
-            old = getattr(self, name)
-            new = np.full(cap, fill, dtype=old.dtype)
-            new[: len(old)] = old
-            setattr(self, name, new)
+            setattr(self, name, P._grown(getattr(self, name), cap, fill))
 
     def _cell_of(self, s: int) -> int:
         c, geo = self.subs.cols, self.geo
@@ -431,19 +413,11 @@ class IGPTIndex:
         self.todo.add(c)
 
     def update(self, s: int) -> None:
-        """kth changed. A lower score (kth up) makes the cell's snapshot unsafe: rebuild it
-        before the next object; a higher one only loosens it: rebuild after enough."""
+        """kth changed (``touched``'s rule)."""
         if s >= len(self.cell) or self.cell[s] < 0:
             self.grid_index.update(s)
             return
-        c = int(self.cell[s])
-        kth = self.subs.cols.kth[s]
-        if kth > self.pk[s]:
-            self.todo.add(c)
-        elif kth < self.pk[s]:
-            self.raised[c] += 1
-            if self.raised[c] > self.tighten * self.size[c]:
-                self.todo.add(c)
+        self.touched(np.array([s]))
 
     def refresh(self, objects: int) -> int:
         return self.grid_index.refresh(objects)
@@ -465,7 +439,8 @@ class IGPTIndex:
         return np.sort(np.concatenate([other, cands[:n]]))
 
     def _arrays(self) -> tuple:
-        return (*self._lists.arrays(), *self._groups.arrays(), *self._entries.arrays())
+        return tuple(getattr(t, name) for t, cols in ((self._lists, LIST_COLS), (self._groups, GROUP_COLS),
+                                                      (self._entries, ENTRY_COLS)) for name in cols)
 
     # -- the publish kernel's side (fastpath) ------------------------------------------
     def precompute(self, xs, ys, kwoff, kw, exs, eys, ekwoff, ekw) -> tuple:
@@ -495,7 +470,9 @@ class IGPTIndex:
         return off, out[: off[n]]
 
     def touched(self, slots: np.ndarray) -> None:
-        """After a kernel run: ``slots`` whose results changed or were refilled (update, in bulk)."""
+        """``slots`` whose kth may have changed (after a kernel run: results changed or refilled).
+        A lower score (kth up) makes the cell's snapshot unsafe: rebuild it before the next
+        object; a higher one only loosens it: rebuild once ``tighten`` of the cell rose."""
         slots = np.unique(slots)
         slots = slots[slots < len(self.cell)]
         slots = slots[self.cell[slots] >= 0]
@@ -515,19 +492,19 @@ class IGPTIndex:
         cells = np.array(sorted(self.todo), dtype=np.int64)
         self.todo.clear()
         need = int(self.n_kw[cells].sum())
-        if self._entries.top + need > 2 * (self.n_kw.sum()) + 65536:  # garbage outgrew the live part
+        if self._entries.top + need > 2 * self.n_kw.sum() + 65536:  # garbage outgrew the live part
             cells = np.flatnonzero(self.size).astype(np.int64)
             self.c_l0[:] = self.c_l1[:] = 0
             self._tops[:] = 0
             need = int(self.n_kw.sum())
         for arena, top in zip((self._lists, self._groups, self._entries), self._tops):
             arena.top = int(top)
-            arena.reserve(need)
+            _room(arena, need)
         c = self.subs.cols
         kw = self.subs.kw
         written = _build(cells, self.head, self.nxt, c.kth, c.x, c.y, c.alpha, c.kw_off, c.kw_len, kw.id, kw.ws,
                          self.group, self.c_l0, self.c_l1, self.c_lam, self.pk, self._tops,
-                         *self._lists.arrays(), *self._groups.arrays(), *self._entries.arrays())
+                         *self._arrays())
         self._lists.top, self._groups.top, self._entries.top = (int(t) for t in self._tops)
         assert written == need
         self.raised[cells] = 0

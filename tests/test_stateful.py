@@ -37,7 +37,7 @@ CONFIGS = index_configs({
     "grid": [{"grid": 1, "kmax": 1.0}, {"grid": 8}, {"grid": 64, "max_cells": 2, "shrink": 1000},
              {"grid": 8, "buffer": "skyband", "kmax": 1.0}],
     "dkm": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0}, {"buffer": "cskyband"}],
-    "aoiq": [{"warm_n": 0}],  # the cost model's levels from the first object
+    "aoiq": [{"warm_n": 0}, {"batch": True}],  # warm_n 0: the cost model's levels from the first object
     "igpt": [{"grid": 2, "group": 2, "buffer": "cskyband"}],
 })
 

@@ -61,13 +61,15 @@ def publish_run(start, n_active,
                 prefix, ptok, tok, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, toks, srt,
                 cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
                 out_i, out_s, out_o, out_d, out_ka, out_kd, out_r, queue, dead, counters,
-                foreign, pc_off, pc, pe_off, pe, rf, rf_n):
+                foreign, pc_off, pc, pe_off, pe, rf, rf_n, scanned):
     """Process pubs ``start..`` of the batch; returns (next index, status).
 
-    ``foreign``: slots another index holds (igpt's top-k), never posted here; their
-    candidates come precomputed per pub (``pc``, CSR by ``pc_off``) and per expiry (``pe``),
-    valid while no score drops (igpt.IGPTIndex.precompute); one that drops (a refill) joins
-    ``rf`` (``rf_n`` of them, ``foreign`` 2) and is a candidate of every later object."""
+    Candidates may come precomputed per pub (``pc``, CSR by ``pc_off``) and per expiry
+    (``pe``), valid while no region grows: for the slots another index holds (igpt's top-k,
+    ``foreign`` bit 1, never posted here; igpt.IGPTIndex.precompute), or for every slot when
+    the grid is not ``scanned`` per object (aoiq's Algorithm 2, aoiq.batch_probe). A slot
+    refilled meanwhile (its region may grow) joins ``rf`` (``rf_n`` of them, ``foreign``
+    bit 2) and is a candidate of every later object."""
     maxdist = geo[4]
     tmp = np.empty(4, dtype=np.int32)
     ext = np.empty(4)
@@ -90,14 +92,16 @@ def publish_run(start, n_active,
             o = exp_obj[e]
             if o_refs[o] == 0:
                 continue
-            okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
-            nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
-            if prefix:
-                nt = probe_classes(okw, toks, nt)
             stamp_next[0] += 1
-            nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
-                       h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
-                       blk_free, meta, cands)
+            nc = 0
+            if scanned:
+                okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
+                nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
+                if prefix:
+                    nt = probe_classes(okw, toks, nt)
+                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
+                          h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
+                          blk_free, meta, cands)
             if len(pe_off) > 1:
                 nc = _join(pe[pe_off[e]:pe_off[e + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
             found = 0
@@ -161,11 +165,11 @@ def publish_run(start, n_active,
                     if not _holds(old_o, 0, nold, res_obj[ro + jj]):
                         _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, out_i, out_s, out_o, out_d,
                               out_ka, out_kd, out_r, counters)
-                if foreign[s]:  # its score may have dropped: a candidate of every later object
-                    if foreign[s] == 1:
-                        foreign[s] = 2
-                        rf[rf_n[0]] = s
-                        rf_n[0] += 1
+                if len(pc_off) > 1 and (foreign[s] & 1 or not scanned) and not foreign[s] & 2:
+                    foreign[s] |= 2  # its region may have grown: a candidate of every later object
+                    rf[rf_n[0]] = s
+                    rf_n[0] += 1
+                if foreign[s] & 1:
                     continue
                 _follow(s, kind[s], sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, counts,
                         theta_n, warm_n, tmp, ext, queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws, freq,
@@ -179,13 +183,15 @@ def publish_run(start, n_active,
         if retains:  # alive from now on: refills see it (room reserved by the caller)
             post_object(a_keys, a_vals, a_head, a_tail, a_fill, a_key, a_free, a_next, a_data, a_bfree, a_meta,
                         o, o_seq[o], okw)
-        nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
-        if prefix:
-            nt = probe_classes(okw, toks, nt)
         stamp_next[0] += 1
-        nc = scan(x, y, toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
-                   h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                   cands)
+        nc = 0
+        if scanned:
+            nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
+            if prefix:
+                nt = probe_classes(okw, toks, nt)
+            nc = scan(x, y, toks[:nt], stamp_next[0], active, epoch, lvl, box, stamp, geo, lmax,
+                      h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
+                      cands)
         if len(pc_off) > 1:
             nc = _join(pc[pc_off[i]:pc_off[i + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
         counters[C_CAND] += nc
@@ -196,7 +202,7 @@ def publish_run(start, n_active,
             ln = kw_len[s]
             if match_all[s] and ln > 1 and not carries_all(okw, kw_id, off, ln):
                 continue
-            if foreign[s] == 2 and not _shares(okw, kw_id, off, ln):  # from rf: not found by a keyword
+            if foreign[s] & 2 and not _shares(okw, kw_id, off, ln):  # from rf: not found by a keyword
                 continue
             if ks == K_RANGE:
                 if rx1[s] <= x <= rx2[s] and ry1[s] <= y <= ry2[s]:
@@ -227,7 +233,7 @@ def publish_run(start, n_active,
                 res_n[s] = n1
                 before = kth[s]
                 after_put(s, n1, cap, kk, ks, policy, res_key, ro, kth, complete)
-                if kth[s] != before and not foreign[s]:  # the region shrank
+                if kth[s] != before and not foreign[s] & 1:  # the region shrank
                     _follow(s, ks, sx, sy, kth, alpha, lvl, pending, box, nkw, geo, lmax, max_cells, counts,
                             theta_n, warm_n, tmp, ext, queue, counters, match_all, kw_off, kw_len, kw_id, kw_ws,
                             freq, tok, epoch, rb, pkth, prefix, ptok,
@@ -534,13 +540,23 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     rf = np.empty(sc.capacity, dtype=np.int64)
     rf_n = np.zeros(1, dtype=np.int64)
     pre = getattr(top, "precompute", None)
-    if pre is not None:  # another index holds the top-k slots: their candidates, now (see publish_run)
-        e_kw = [objs.keywords(o) for o in exp_obj.tolist()]
+    got = None
+    if pre is not None:  # candidates, now, of the top-k slots igpt holds or of every slot (see publish_run)
+        # Only an object held now or arriving in the run can be held when it leaves, unless a
+        # refill takes it, and a refilled slot is in rf: the others need no candidates.
+        may_hold = (oc.refs[exp_obj] > 0) | np.isin(exp_obj, b_obj)
+        e_kw = [objs.keywords(o) if h else objs.keywords(o)[:0] for o, h in zip(exp_obj.tolist(), may_hold)]
         e_kwoff = np.zeros(len(e_kw) + 1, dtype=np.int64)
         e_kwoff[1:] = np.cumsum([len(k) for k in e_kw])
         e_kw = np.concatenate(e_kw).astype(np.int32) if e_kw else np.empty(0, dtype=np.int32)
-        foreign, pc_off, pc, pe_off, pe = pre(b_x, b_y, b_kwoff, b_kw, oc.x[exp_obj], oc.y[exp_obj], e_kwoff, e_kw)
-        changed = [rf[:0]]
+        got = pre(b_x, b_y, b_kwoff, b_kw, oc.x[exp_obj], oc.y[exp_obj], e_kwoff, e_kw)
+    scanned = not getattr(top, "batched", False)
+    touch = got is not None and hasattr(top, "touched")  # igpt's score snapshots
+    changed = [rf[:0]]
+    if got is not None:
+        foreign, pc_off, pc, pe_off, pe = got
+        if not scanned:
+            eng.stats["candidates"] += top.rejected
     else:
         foreign = np.zeros(sc.capacity, dtype=np.int8)
         pc_off = pe_off = np.zeros(1, dtype=np.int64)
@@ -567,8 +583,8 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             ix.epoch, ix.level, ix.pending, ix.box, ix.nkw, ix.geo, ix.lmax, ix.max_cells, ix.counts, ix.theta_n,
             ix.warm_n, eng.vocab.freq, ix.stamp, ix.class_bounds(), ix.pkth, ix.n_topk > 0, ptok,
             ix.tok, *ix.directory, toks, srt, cands, hold_s, hold_p, old_o, old_k, hk, hq, ho,
-            *rows.arrays, queue, dead, counters, foreign, pc_off, pc, pe_off, pe, rf, rf_n)
-        if pre is not None:
+            *rows.arrays, queue, dead, counters, foreign, pc_off, pc, pe_off, pe, rf, rf_n, scanned)
+        if touch:
             changed.append(np.unique(rows.s[: counters[C_OUT]]))
         _drain(eng, pubs, counters, rows, queue, dead, out, tags, base)
         if retains:
@@ -583,7 +599,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
             hold_s = np.empty(cap, dtype=np.int64)
             hold_p = np.empty(cap, dtype=np.int64)
     done = nxt
-    if pre is not None:  # scores that rose (results changed) or may have dropped (refills)
+    if touch:  # scores that rose (results changed) or may have dropped (refills)
         top.touched(np.concatenate([*changed, rf[: rf_n[0]]]))
     ix.count(b_x[:done], b_y[:done])  # after the fact: a level choice is cost, never results
     if status == STOP_EXPIRY:

@@ -35,8 +35,10 @@ from numba import njit
 from ..config import Space
 from ..subscriptions import SubTable
 from ..vocab import Vocabulary
+from ..scoring import carries_all
 from . import postings as P
-from .cgrid import CompiledGrid
+from .cells import cell_of, level_key
+from .cgrid import CompiledGrid, _decode
 from .prefix import NC, probe_classes
 
 TOKEN_BASE = 1 << 31  # block tokens live above every keyword id in the cell keys
@@ -87,6 +89,126 @@ def probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_
     return n
 
 
+@njit(cache=True)
+def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok,
+                toks, srt, geo, lmax, active, epoch, lvl, box, match_all, kw_off, kw_len, kw_id, stamp, stamp_next,
+                h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
+    """Algorithm 2 (CkQST section 3.5): the candidates of a batch of objects (``xs, ys``,
+    keywords CSR), each posting list read once for every object of the batch that probes
+    it. Returns (CSR offsets, candidates, pairs examined): per object, the live slots under
+    its tokens in its cells (as ``cgrid.scan``), an ``all`` subscription only if the object
+    carries every keyword (the verification's keyword half, lines 9-12). Reading a list
+    compacts it, as a scan does."""
+    nq = len(xs)
+    nl = lmax + 2
+    total = 0
+    for q in range(nq):  # the objects' (token, cell) probes, as (list key, object)
+        okw = kw[kwoff[q]:kwoff[q + 1]]
+        if len(okw):
+            nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
+            if prefix:
+                nt = probe_classes(okw, toks, nt)
+            total += nt * nl
+    keys = np.empty(total, dtype=np.int64)
+    owner = np.empty(total, dtype=np.int64)
+    j = 0
+    for q in range(nq):
+        okw = kw[kwoff[q]:kwoff[q + 1]]
+        if not len(okw):
+            continue
+        nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
+        if prefix:
+            nt = probe_classes(okw, toks, nt)
+        for t in range(nt):
+            w = toks[t]
+            keys[j] = -(np.int64(w) + 1)
+            owner[j] = q
+            j += 1
+            for level in range(lmax + 1):
+                g = 1 << level
+                keys[j] = level_key(w, level, cell_of(xs[q], geo[0], geo[2], g), cell_of(ys[q], geo[1], geo[3], g),
+                                    lmax)
+                owner[j] = q
+                j += 1
+    order = np.argsort(keys, kind="mergesort")  # a list's objects together, in batch order
+    pq = np.empty(max(1024, total), dtype=np.int64)
+    ps = np.empty(len(pq), dtype=np.int64)
+    npair = 0
+    examined = 0
+    a = 0
+    while a < total:
+        key = keys[order[a]]
+        b = a + 1
+        while b < total and keys[order[b]] == key:
+            b += 1
+        p = P.lookup(h_keys, h_vals, key)
+        if p >= 0:
+            level, cx, cy = _decode(key, lmax)
+            rb = p_head[p]
+            wb = rb
+            wi = 0
+            dropped = 0
+            while rb >= 0:
+                cnt = P.B if rb != p_tail[p] else p_fill[p]
+                for ri in range(cnt):
+                    ent = blk_data[rb * P.B + ri]
+                    s = ent >> 32
+                    # cgrid.live(): current epoch, this level, and its box covers this cell
+                    if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
+                            level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+                        dropped += 1
+                        continue
+                    wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)  # compact in place
+                    if npair + (b - a) > len(pq):
+                        pq = _grown_to(pq, 2 * (npair + b - a))
+                        ps = _grown_to(ps, len(pq))
+                    all_kw = match_all[s] and kw_len[s] > 1
+                    for r in range(a, b):
+                        q = owner[order[r]]
+                        examined += 1
+                        if all_kw and not carries_all(kw[kwoff[q]:kwoff[q + 1]], kw_id, kw_off[s], kw_len[s]):
+                            continue
+                        pq[npair] = q
+                        ps[npair] = s
+                        npair += 1
+                rb = blk_next[rb]
+            if dropped:
+                P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
+                           blk_free, meta, dropped)
+        a = b
+    off = np.zeros(nq + 1, dtype=np.int64)  # per object, each slot once (stamps)
+    for i in range(npair):
+        off[pq[i] + 1] += 1
+    for q in range(nq):
+        off[q + 1] += off[q]
+    fill = off[:nq].copy()
+    by_q = np.empty(npair, dtype=np.int64)
+    for i in range(npair):
+        by_q[fill[pq[i]]] = ps[i]
+        fill[pq[i]] += 1
+    n = 0
+    for q in range(nq):
+        stamp_next[0] += 1
+        st = stamp_next[0]
+        lo = off[q]
+        off[q] = n
+        for i in range(lo, off[q + 1]):
+            s = by_q[i]
+            if stamp[s] != st:
+                stamp[s] = st
+                by_q[n] = s
+                n += 1
+    off[nq] = n
+    return off, by_q[:n], examined
+
+
+@njit(cache=True)
+def _grown_to(a, n):
+    out = np.empty(n, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
+
+
 def probe_room(m: int, directory: tuple) -> int:
     """Bound on ``probe_tokens``' count for an object of ``m`` keywords: its keywords, and per
     pair that is a key its b0 and at most one block per larger keyword."""
@@ -112,10 +234,13 @@ class AOIQIndex(CompiledGrid):
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
                  max_cells: int = 4, refresh_from: int = 1024, theta_u: float = 0.001, prefix: bool = True,
-                 theta_n: float = THETA_N, warm_n: int = 1024) -> None:
+                 theta_n: float = THETA_N, warm_n: int = 1024, batch: bool = True) -> None:
         super().__init__(subs, vocab, space, grid=grid, max_cells=max_cells, refresh_from=refresh_from,
                          prefix=prefix, theta_n=theta_n, warm_n=warm_n)
         self.theta_u = float(theta_u)
+        self.batched = bool(batch)  # the publish kernel takes every candidate from ``precompute``
+        self.rejected = 0  # of the last precompute's pub candidates, failed on keywords
+        self.batches = 0  # precompute calls (runs of pubs processed by Algorithm 2)
         self.pairs: dict[tuple[int, int], int] = {}  # (ψ[1], ψ[2]) -> pair index
         self.blocks: list[list[list[int]]] = []  # per pair: [minw, maxw, token, subscriptions] by minw
         self.b0: list[int] = []  # per pair: token of b0
@@ -280,6 +405,30 @@ class AOIQIndex(CompiledGrid):
         """Postings never move (fixed keyword order); only the frequency count is kept."""
         self.objects = objects
         return 0
+
+    def precompute(self, xs, ys, kwoff, kw, exs, eys, ekwoff, ekw) -> tuple | None:
+        """With ``batch`` (else None: the kernel scans per object): the candidates of a run of pubs and of the objects expiring in it,
+        by Algorithm 2 (``batch_probe``), under the index as it is now. Within the run a
+        region only shrinks until a refill, and the kernel makes a refilled slot a candidate
+        of every later object (fastpath.publish_run), so these stay a superset."""
+        if not self.batched:
+            return None
+        self.batches += 1
+        self._fit(self.subs.cols.capacity - 1)
+        c = self.subs.cols
+        out = [np.zeros(c.capacity, dtype=np.int8)]
+        m_kw = int(max(np.diff(kwoff).max(initial=0), np.diff(ekwoff).max(initial=0), 1))
+        toks = np.empty(probe_room(m_kw, self.directory) + NC * m_kw, dtype=np.int64)
+        srt = np.empty(m_kw, dtype=np.int64)
+        for x, y, off, kws in ((xs, ys, kwoff, kw), (exs, eys, ekwoff, ekw)):
+            o, cands, examined = batch_probe(
+                x, y, off, kws, self.n_topk > 0, *self.directory, toks, srt, self.geo, self.lmax, c.active,
+                self.epoch, self.level, self.box, c.match_all, c.kw_off, c.kw_len, self.subs.kw.id, self.stamp,
+                self.stamp_next, *self.store.arrays)
+            out += [o, cands]
+            if x is xs:  # pairs read and failed on keywords: candidates the kernel never sees
+                self.rejected = int(examined) - len(cands)
+        return tuple(out)
 
     def _tokens(self, kw_ids: np.ndarray) -> np.ndarray:
         """An object's keywords, the b0 of its pairs and the blocks it may match

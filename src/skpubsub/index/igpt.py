@@ -307,6 +307,9 @@ def _probe_many(start, xs, ys, kwoff, kw, off, out, tmp, nonempty, g, geo, c_l0,
     object whose candidates did not fit."""
     for i in range(start, len(xs)):
         okw = np.unique(kw[kwoff[i]:kwoff[i + 1]].astype(np.int64))
+        if not len(okw):  # nothing asked (an expiring object no buffer can hold)
+            off[i + 1] = off[i]
+            continue
         stamp_next[0] += 1
         n = _probe(xs[i], ys[i], okw, 1.0 / math.sqrt(len(okw)), nonempty, g, geo, c_l0, c_l1, c_lam,
                    l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,

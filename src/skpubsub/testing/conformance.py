@@ -67,9 +67,11 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
             {"buffer": "ckskyband"},
             {"grid": 4, "max_cells": 1, "buffer": "cskyband", "kmax": 1.5},
             {"prefix": False}, {"grid": 64, "max_cells": 1, "prefix": False, "buffer": "cskyband"}],
-    # theta_u 0: a block per third keyword; 1e9: update cost rules, blocks widen instead
+    # theta_u 0: a block per third keyword; 1e9: update cost rules, blocks widen instead;
+    # batch: candidates by Algorithm 2 per run of pubs
     "aoiq": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 1e9},
-             {"theta_u": 0.0, "buffer": "ckskyband", "warm_n": 0},
+             {"theta_u": 0.0, "buffer": "ckskyband", "warm_n": 0, "batch": True},
+             {"grid": 8, "max_cells": 2, "kmax": 1.0, "batch": True},
              {"grid": 64, "theta_u": 1e9, "buffer": "skyband", "theta_n": 1.0, "warm_n": 0}],
     # group 1: every subscription its own group; tighten 0: a cell rebuilt on every raised
     # score; 1e9: never (snapshots only loosen)

@@ -180,6 +180,7 @@ def test_index_variants_with_parameters(tmp_path, capsys):
     assert split_spec("dkm[refresh_from=1e12,max_cells=8,kmax=1.5]") == (
         "dkm", {"refresh_from": 1e12, "max_cells": 8, "kmax": 1.5})
     assert split_spec("grid") == ("grid", {})
+    assert split_spec("aoiq[batch=true,prefix=False]") == ("aoiq", {"batch": True, "prefix": False})
     events = tmp_path / "events.jsonl"
     events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
     code = main(["bench", str(events), "--indexes", "grid;dkm[max_cells=1];dkm[max_cells=64]", "--repeat", "1",

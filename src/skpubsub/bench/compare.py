@@ -182,6 +182,9 @@ def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
         key, eq, val = item.partition("=")
         if not eq:
             raise ValueError(f"bad index spec {spec!r}: {item!r} is not key=value")
+        if val.strip().lower() in ("true", "false"):
+            params[key.strip()] = val.strip().lower() == "true"
+            continue
         try:
             num = float(val)
             params[key.strip()] = int(num) if num.is_integer() and "." not in val and "e" not in val else num

@@ -234,7 +234,7 @@ class AOIQIndex(CompiledGrid):
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
                  max_cells: int = 4, refresh_from: int = 1024, theta_u: float = 0.001, prefix: bool = True,
-                 theta_n: float = THETA_N, warm_n: int = 1024, batch: bool = True) -> None:
+                 theta_n: float = THETA_N, warm_n: int = 1024, batch: bool = False) -> None:
         super().__init__(subs, vocab, space, grid=grid, max_cells=max_cells, refresh_from=refresh_from,
                          prefix=prefix, theta_n=theta_n, warm_n=warm_n)
         self.theta_u = float(theta_u)

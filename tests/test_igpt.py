@@ -88,3 +88,23 @@ def test_a_planted_unsound_bound_is_caught(monkeypatch: pytest.MonkeyPatch) -> N
     records = _stream(3, n_subs=100, n_objs=200)
     with pytest.raises(AssertionError, match="differs from the reference"):
         compare(records, "count:150", SPACE, engine_factory("igpt", grid=8, group=4), batches=False)
+
+
+def test_a_share_in_a_skipped_later_list_still_counts() -> None:
+    """Term at a time: s (keywords a, b; α 0.5; k 1) holds an object of score 0.854 (a
+    alone, at its location). An object with a and b there scores 1: it meets s under a,
+    then Theorem 3 skips s's group in the list of b (under b alone no member reaches its
+    score). The summed share from a must be topped up with what b's skipped group could
+    hold, or s would be dropped."""
+    at = {"x": 10.0, "y": 50.0}
+    records = [{"op": "sub", "id": "s", "t": 0, "kind": "topk", "k": 1, "alpha": 0.5, "keywords": ["a", "b"], **at},
+               {"op": "pub", "id": "o1", "t": 1, "keywords": ["a"], **at},
+               {"op": "pub", "id": "o2", "t": 2, "keywords": ["a", "b"], **at}]
+    evs, _ = validate(records, "none", SPACE)
+    engine = Engine("none", SPACE, index="igpt")
+    engine.apply(evs[:2])
+    skipped = int(engine.index.counters[igpt.N_GROUP])
+    notes = engine.apply(evs[2:])
+    assert engine.index.counters[igpt.N_GROUP] > skipped, "the list of b was not skipped"
+    assert [n.sub for n in notes] == ["s"] and engine.results("s") == ["o2"]
+    compare(records, "none", SPACE, engine_factory("igpt"), batches=False)

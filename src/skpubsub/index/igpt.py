@@ -20,6 +20,11 @@ visits every cell and prunes:
   plus at most Eq. 5's ``min(wtsum·maxwt(m), wtsum(m)·maxwt)`` over the keywords after
   ``w``; with the exact spatial similarity (the entry carries the location, tighter than
   Definition 8's inner bound) a subscription that cannot reach ``kScore`` is skipped.
+* **summed shares** (ours, term at a time): one that passes keeps adding its exact share
+  from the cell's later lists, where all its lists are. After the cell it must reach
+  ``kScore`` with that sum plus, for each later list, the largest share a group skipped
+  or a tail cut there could hold for it. (Eq. 5 alone let 87% of candidates through on
+  GeoNames top-k.)
 
 Keywords are in one global order (ids), so the list an object meets a subscription in
 first is its first shared keyword, where these bounds cover the whole text similarity:
@@ -215,11 +220,18 @@ def _build(cells, head, nxt, kth, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, g
 def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
            l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
            e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws,
-           kth, stamp, st, cands, counters):
+           kth, stamp, st, acc, first, need, oma, cands, counters):
     """Algorithm 1's filtering step: slots that may take an object at (x, y) with keywords
-    ``okw`` (ids, ascending) into ``cands``; returns how many."""
+    ``okw`` (ids, ascending) into ``cands``; returns how many.
+
+    Beyond the paper, a subscription that passes the test where it is first met keeps
+    collecting its exact share from the cell's later lists (term at a time: all its
+    lists are in this cell), and is kept only if that sum, plus what the groups and tails
+    skipped in later lists could still hold for it, reaches its score."""
     nc = 0
     nm = len(okw)
+    sl = np.empty(nm)  # per list: the largest share a skipped group or cut tail could hold
+    tail = np.empty(nm)
     maxdist = geo[4]
     cw = geo[2] / g
     ch = geo[3] / g
@@ -244,6 +256,8 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
             continue
         lo = c_l0[c]
         hi = c_l1[c]
+        n0 = nc  # the cell's subscriptions met so far: cands[n0:nc], decided after its lists
+        sl[:] = 0.0
         for j in range(nm):
             w = okw[j]
             # the list of w: binary search over the cell's keywords (ascending, as okw)
@@ -265,6 +279,7 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
                 rhs = g_key[gi] - g_a[gi] * so
                 if min(g_ws[gi] * wo, g_mw[gi] * wt) + EPS < rhs:  # Theorem 3 (NaN: never skips)
                     counters[N_GROUP] += 1
+                    sl[j] = max(sl[j], g_mw[gi] * wo)  # a member met before w misses at most this
                     continue
                 e0 = g_e0[gi]
                 e1 = g_e1[gi]
@@ -276,11 +291,15 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
                         q = mid
                     else:
                         p = mid + 1
+                if p < e1:
+                    sl[j] = max(sl[j], e_smw[p] * wo)
                 counters[N_ET] += e1 - p
                 counters[N_READ] += p - e0
                 for e in range(e0, p):
                     s = e_s[e]
                     if stamp[s] == st:
+                        if first[s] >= 0:  # met before and kept: Theorem 2's exact share, summed
+                            acc[s] += e_w1[e] * wo
                         continue
                     stamp[s] = st  # met under its first shared keyword: the bound below is complete
                     ddx = x - e_x[e]
@@ -290,11 +309,30 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
                     # Theorem 2: this keyword's share is exact; Eq. 5 bounds the ones after it
                     t = e_w1[e] * wo + min(e_rws[e] * wo, (wt - wo) * e_rmw[e])
                     # Lemma 1, against the current score (reading it beats verifying a stale candidate)
-                    if al * ssim + (1.0 - al) * t + EPS < max(e_ks[e], -kth[s]):
+                    ks = max(e_ks[e], -kth[s])
+                    if al * ssim + (1.0 - al) * t + EPS < ks:
                         counters[N_INDIV] += 1
+                        first[s] = -1
                         continue
+                    first[s] = j
+                    acc[s] = e_w1[e] * wo
+                    need[s] = ks - al * ssim
+                    oma[s] = 1.0 - al
                     cands[nc] = s
                     nc += 1
+        run = 0.0
+        for j in range(nm - 1, -1, -1):  # what lists after j skipped
+            tail[j] = run
+            run += sl[j]
+        m = n0
+        for i in range(n0, nc):  # Lemma 1 again, with the text similarity summed
+            s = cands[i]
+            if oma[s] * (acc[s] + tail[first[s]]) + EPS < need[s]:
+                counters[N_INDIV] += 1
+                continue
+            cands[m] = s
+            m += 1
+        nc = m
     return nc
 
 
@@ -302,7 +340,7 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
 def _probe_many(start, xs, ys, kwoff, kw, off, out, tmp, nonempty, g, geo, c_l0, c_l1, c_lam,
                 l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
                 e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws, kth, stamp, stamp_next,
-                counters):
+                acc, first, need, oma, counters):
     """``_probe`` for objects ``start..`` into ``out`` (CSR by ``off``); returns the first
     object whose candidates did not fit."""
     for i in range(start, len(xs)):
@@ -314,7 +352,7 @@ def _probe_many(start, xs, ys, kwoff, kw, off, out, tmp, nonempty, g, geo, c_l0,
         n = _probe(xs[i], ys[i], okw, 1.0 / math.sqrt(len(okw)), nonempty, g, geo, c_l0, c_l1, c_lam,
                    l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
                    e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws, kth, stamp, stamp_next[0],
-                   tmp, counters)
+                   acc, first, need, oma, tmp, counters)
         if off[i] + n > len(out):
             return i
         out[off[i]:off[i] + n] = tmp[:n]
@@ -374,6 +412,10 @@ class IGPTIndex:
         self.pk = np.full(1024, math.inf)  # kth when its cell was built
         self.stamp = np.full(1024, -1, dtype=np.int64)
         self.stamp_next = np.zeros(1, dtype=np.int64)
+        # per slot, while an object is probed: its summed share, the list it was first met
+        # in, the text part its score needs, its 1 - α (_probe)
+        self.acc, self.first, self.need, self.oma = (np.zeros(1024), np.full(1024, -1, dtype=np.int64),
+                                                     np.zeros(1024), np.zeros(1024))
         self.todo: set[int] = set()  # cells to build before the next probe
         self._lists, self._groups, self._entries = _arena(LIST_COLS), _arena(GROUP_COLS), _arena(ENTRY_COLS)
         self._tops = np.zeros(3, dtype=np.int64)
@@ -383,8 +425,12 @@ class IGPTIndex:
         if s < len(self.cell):
             return
         cap = max(s + 1, 2 * len(self.cell))
-        for name, fill in (("cell", -1), ("nxt", -1), ("prv", -1), ("pk", math.inf), ("stamp", -1)):
+        for name, fill in (("cell", -1), ("nxt", -1), ("prv", -1), ("pk", math.inf), ("stamp", -1), ("acc", 0.0),
+                           ("first", -1), ("need", 0.0), ("oma", 0.0)):
             setattr(self, name, P._grown(getattr(self, name), cap, fill))
+
+    def _taat(self) -> tuple:
+        return self.acc, self.first, self.need, self.oma
 
     def _cell_of(self, s: int) -> int:
         c, geo = self.subs.cols, self.geo
@@ -436,7 +482,8 @@ class IGPTIndex:
         cands = np.empty(min(len(self.cell), int(self.size.sum()) + 1), dtype=np.int64)
         self.stamp_next[0] += 1
         n = _probe(x, y, okw, wo, self.nonempty, self.g, self.geo, self.c_l0, self.c_l1, self.c_lam,
-                   *self._arrays(), self.subs.cols.kth, self.stamp, self.stamp_next[0], cands, self.counters)
+                   *self._arrays(), self.subs.cols.kth, self.stamp, self.stamp_next[0], *self._taat(), cands,
+                   self.counters)
         if not len(other):
             return np.sort(cands[:n])
         return np.sort(np.concatenate([other, cands[:n]]))
@@ -467,7 +514,7 @@ class IGPTIndex:
         while i < n:
             i = _probe_many(i, xs, ys, kwoff, kw, off, out, tmp, self.nonempty, self.g, self.geo, self.c_l0,
                             self.c_l1, self.c_lam, *self._arrays(), self.subs.cols.kth, self.stamp, self.stamp_next,
-                            self.counters)
+                            *self._taat(), self.counters)
             if i < n:
                 out = np.concatenate([out, np.empty(len(out) + len(tmp), dtype=np.int64)])
         return off, out[: off[n]]
@@ -518,7 +565,7 @@ class IGPTIndex:
     def nbytes(self) -> int:
         per_cell = sum(a.nbytes for a in (self.head, self.size, self.n_kw, self.raised, self.c_l0, self.c_l1,
                                           self.c_lam))
-        per_slot = sum(a.nbytes for a in (self.cell, self.nxt, self.prv, self.pk, self.stamp))
+        per_slot = sum(a.nbytes for a in (self.cell, self.nxt, self.prv, self.pk, self.stamp, *self._taat()))
         return (self.grid_index.nbytes + per_cell + per_slot + self._lists.nbytes + self._groups.nbytes
                 + self._entries.nbytes)
 

@@ -3,7 +3,7 @@ an inverted file per cell, α-partition groups, and pruning by groups and by cel
 
 Unlike the region indexes (:mod:`cgrid`), a subscription is stored once per keyword in
 the cell that holds its *location* (Section 5.3), whatever its k-th score; an object
-visits every cell and prunes:
+visits the cells that hold one of its keywords (see below) and prunes:
 
 * **cell pruning** (Lemma 6, Eq. 8): skip cell ``c`` when every subscription in it
   needs more spatial similarity than ``SSimUB_out(m, c)`` (Definition 7) even with a
@@ -32,6 +32,10 @@ first is its first shared keyword, where these bounds cover the whole text simil
 a subscription rejected there is marked seen for the rest of the object (Algorithm 1's
 ``R[s] = -inf``). Our object vectors weigh each keyword ``wo = 1/sqrt(|o|)``, so
 ``maxwt(m.w) = wo`` and ``wtsum(m.w) = wo`` times the keywords from ``w`` on.
+
+An object visits only the cells that hold a list of one of its keywords: a directory
+of every cell's lists by keyword, then cell, is rebuilt after cells are, and the
+object's keywords' runs of it are merged in cell order.
 
 Statistics are snapshots of ``kScore = -kth`` taken when a cell is built. Arrivals only
 raise a score (the snapshot stays a lower bound: pruning stays sound, only looser); a
@@ -218,8 +222,37 @@ def _build(cells, head, nxt, kth, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, g
 
 
 @njit(cache=True)
-def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
-           l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
+def _directory(nonempty, c_l0, c_l1, l_w):
+    """Every cell's lists by keyword, then cell: (keywords, CSR offsets, cells, list ids)."""
+    n = 0
+    for c in nonempty:
+        n += c_l1[c] - c_l0[c]
+    ws = np.empty(n, dtype=np.int64)
+    cs = np.empty(n, dtype=np.int64)
+    lis = np.empty(n, dtype=np.int64)
+    i = 0
+    for c in nonempty:  # ascending cells: a stable sort by keyword keeps them so
+        for li in range(c_l0[c], c_l1[c]):
+            ws[i] = l_w[li]
+            cs[i] = c
+            lis[i] = li
+            i += 1
+    order = np.argsort(ws, kind="mergesort")
+    d_w = np.empty(n, dtype=np.int64)
+    d_off = np.zeros(n + 1, dtype=np.int64)
+    k = 0
+    for i in range(n):
+        if i == 0 or ws[order[i]] != ws[order[i - 1]]:
+            d_w[k] = ws[order[i]]
+            d_off[k] = i
+            k += 1
+    d_off[k] = n
+    return d_w[:k].copy(), d_off[: k + 1].copy(), cs[order], lis[order]
+
+
+@njit(cache=True)
+def _probe(x, y, okw, wo, d_w, d_off, d_c, d_li, g, geo, c_lam,
+           l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
            e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws,
            kth, stamp, st, acc, first, need, oma, cands, counters):
     """Algorithm 1's filtering step: slots that may take an object at (x, y) with keywords
@@ -233,7 +266,20 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
     maxdist = geo[4]
     cw = geo[2] / g
     ch = geo[3] / g
-    for c in nonempty:
+    ptr = np.zeros(nm, dtype=np.int64)  # per keyword: its next cell in the directory, and its end
+    end = np.zeros(nm, dtype=np.int64)
+    for j in range(nm):
+        a = np.searchsorted(d_w, okw[j])
+        if a < len(d_w) and d_w[a] == okw[j]:
+            ptr[j] = d_off[a]
+            end[j] = d_off[a + 1]
+    while True:  # the cells that hold a list of one of the keywords, in cell order
+        c = -1
+        for j in range(nm):
+            if ptr[j] < end[j] and (c < 0 or d_c[ptr[j]] < c):
+                c = d_c[ptr[j]]
+        if c < 0:
+            break
         cx = c // g
         cy = c % g
         # Definition 7 (a border cell reaches past the space: subscriptions may lie outside it)
@@ -251,26 +297,16 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
         so = min(1.0, so * (1.0 + EPS) + EPS)
         if c_lam[c] > so + EPS:  # Lemma 6
             counters[N_CELL] += 1
+            for j in range(nm):
+                if ptr[j] < end[j] and d_c[ptr[j]] == c:
+                    ptr[j] += 1
             continue
-        lo = c_l0[c]
-        hi = c_l1[c]
         n0 = nc  # the cell's subscriptions met and kept so far: cands[n0:nc], decided after its lists
-        for j in range(nm):
-            w = okw[j]
-            # the list of w: binary search over the cell's keywords (ascending, as okw)
-            a = lo
-            b = hi
-            while a < b:
-                mid = (a + b) // 2
-                if l_w[mid] < w:
-                    a = mid + 1
-                else:
-                    b = mid
-            if a >= hi or l_w[a] != w:
-                lo = a
+        for j in range(nm):  # the cell's lists of the keywords, in keyword order
+            if ptr[j] >= end[j] or d_c[ptr[j]] != c:
                 continue
-            li = a
-            lo = a + 1
+            li = d_li[ptr[j]]
+            ptr[j] += 1
             wt = wo * (nm - j)  # wtsum(m.w); maxwt(m.w) = wo
             # Theorems 3-4 bound the keywords from w on: a subscription kept from an earlier
             # list may sit in what they skip, so while one is pending every entry is read
@@ -332,8 +368,8 @@ def _probe(x, y, okw, wo, nonempty, g, geo, c_l0, c_l1, c_lam,
 
 
 @njit(cache=True)
-def _probe_many(start, xs, ys, kwoff, kw, off, out, tmp, nonempty, g, geo, c_l0, c_l1, c_lam,
-                l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
+def _probe_many(start, xs, ys, kwoff, kw, off, out, tmp, d_w, d_off, d_c, d_li, g, geo, c_lam,
+                l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
                 e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws, kth, stamp, stamp_next,
                 acc, first, need, oma, counters):
     """``_probe`` for objects ``start..`` into ``out`` (CSR by ``off``); returns the first
@@ -344,8 +380,8 @@ def _probe_many(start, xs, ys, kwoff, kw, off, out, tmp, nonempty, g, geo, c_l0,
             off[i + 1] = off[i]
             continue
         stamp_next[0] += 1
-        n = _probe(xs[i], ys[i], okw, 1.0 / math.sqrt(len(okw)), nonempty, g, geo, c_l0, c_l1, c_lam,
-                   l_w, l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
+        n = _probe(xs[i], ys[i], okw, 1.0 / math.sqrt(len(okw)), d_w, d_off, d_c, d_li, g, geo, c_lam,
+                   l_g0, l_g1, g_e0, g_e1, g_mw, g_ws, g_key, g_a,
                    e_s, e_key, e_smw, e_sws, e_sa, e_x, e_y, e_alpha, e_ks, e_w1, e_rmw, e_rws, kth, stamp, stamp_next[0],
                    acc, first, need, oma, tmp, counters)
         if off[i] + n > len(out):
@@ -401,6 +437,7 @@ class IGPTIndex:
         self.c_l1 = np.zeros(n, dtype=np.int64)
         self.c_lam = np.full(n, -math.inf)
         self.nonempty = np.zeros(0, dtype=np.int64)
+        self.directory = _directory(self.nonempty, self.c_l0, self.c_l1, np.zeros(0, dtype=np.int64))
         self.cell = np.full(1024, -1, dtype=np.int64)  # slot -> its cell (-1: not here)
         self.nxt = np.full(1024, -1, dtype=np.int64)
         self.prv = np.full(1024, -1, dtype=np.int64)
@@ -476,9 +513,8 @@ class IGPTIndex:
         wo = 1.0 / math.sqrt(len(okw))  # the object's weight per keyword (ObjectTable.wo)
         cands = np.empty(min(len(self.cell), int(self.size.sum()) + 1), dtype=np.int64)
         self.stamp_next[0] += 1
-        n = _probe(x, y, okw, wo, self.nonempty, self.g, self.geo, self.c_l0, self.c_l1, self.c_lam,
-                   *self._arrays(), self.subs.cols.kth, self.stamp, self.stamp_next[0], *self._taat(), cands,
-                   self.counters)
+        n = _probe(x, y, okw, wo, *self._probed(), self.subs.cols.kth, self.stamp, self.stamp_next[0],
+                   *self._taat(), cands, self.counters)
         if not len(other):
             return np.sort(cands[:n])
         return np.sort(np.concatenate([other, cands[:n]]))
@@ -486,6 +522,10 @@ class IGPTIndex:
     def _arrays(self) -> tuple:
         return tuple(getattr(t, name) for t, cols in ((self._lists, LIST_COLS), (self._groups, GROUP_COLS),
                                                       (self._entries, ENTRY_COLS)) for name in cols)
+
+    def _probed(self) -> tuple:
+        """What ``_probe`` reads of the built cells: the directory, then the arenas."""
+        return (*self.directory, self.g, self.geo, self.c_lam, *self._arrays()[1:])
 
     # -- the publish kernel's side (fastpath) ------------------------------------------
     def precompute(self, xs, ys, kwoff, kw, exs, eys, ekwoff, ekw) -> tuple:
@@ -507,9 +547,8 @@ class IGPTIndex:
         tmp = np.empty(int(self.size.sum()) + 1, dtype=np.int64)
         i = 0
         while i < n:
-            i = _probe_many(i, xs, ys, kwoff, kw, off, out, tmp, self.nonempty, self.g, self.geo, self.c_l0,
-                            self.c_l1, self.c_lam, *self._arrays(), self.subs.cols.kth, self.stamp, self.stamp_next,
-                            *self._taat(), self.counters)
+            i = _probe_many(i, xs, ys, kwoff, kw, off, out, tmp, *self._probed(), self.subs.cols.kth, self.stamp,
+                            self.stamp_next, *self._taat(), self.counters)
             if i < n:
                 out = np.concatenate([out, np.empty(len(out) + len(tmp), dtype=np.int64)])
         return off, out[: off[n]]
@@ -555,6 +594,7 @@ class IGPTIndex:
         self.raised[cells] = 0
         self.counters[N_BUILT] += len(cells)
         self.nonempty = np.flatnonzero(self.size).astype(np.int64)
+        self.directory = _directory(self.nonempty, self.c_l0, self.c_l1, self._lists.w)
 
     @property
     def nbytes(self) -> int:
@@ -562,7 +602,7 @@ class IGPTIndex:
                                           self.c_lam))
         per_slot = sum(a.nbytes for a in (self.cell, self.nxt, self.prv, self.pk, self.stamp, *self._taat()))
         return (self.grid_index.nbytes + per_cell + per_slot + self._lists.nbytes + self._groups.nbytes
-                + self._entries.nbytes)
+                + self._entries.nbytes + sum(a.nbytes for a in self.directory))
 
     def _check(self) -> None:
         """Each top-k slot is in the cell of its location; after a flush every cell's
@@ -601,3 +641,10 @@ class IGPTIndex:
                         seen[(s, int(L.w[li]))] = seen.get((s, int(L.w[li])), 0) + 1
             want = {(s, int(w)) for s in slots for w in self.subs.keywords(s).tolist()}
             assert set(seen) == want and all(v == 1 for v in seen.values()), ("entries", cell)
+        d_w, d_off, d_c, d_li = self.directory  # each list of each cell once, under its keyword, cells ascending
+        assert np.all(np.diff(d_w) > 0) and d_off[-1] == len(d_li)
+        assert sorted(d_li.tolist()) == sorted(li for c in members for li in range(int(self.c_l0[c]), int(self.c_l1[c])))
+        for k in range(len(d_w)):
+            cs = d_c[d_off[k]:d_off[k + 1]]
+            assert np.all(np.diff(cs) > 0) and np.all(L.w[d_li[d_off[k]:d_off[k + 1]]] == d_w[k])
+            assert np.all((self.c_l0[cs] <= d_li[d_off[k]:d_off[k + 1]]) & (d_li[d_off[k]:d_off[k + 1]] < self.c_l1[cs]))

@@ -33,12 +33,12 @@ import numpy as np
 from numba import njit
 
 from ..config import Space
+from ..scoring import carries_all
 from ..subscriptions import SubTable
 from ..vocab import Vocabulary
-from ..scoring import carries_all
 from . import postings as P
-from .cells import cell_of, level_key
-from .cgrid import CompiledGrid, _decode
+from .cells import cell_of, decode_key, level_key
+from .cgrid import CompiledGrid
 from .prefix import NC, probe_classes
 
 TOKEN_BASE = 1 << 31  # block tokens live above every keyword id in the cell keys
@@ -143,7 +143,7 @@ def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_co
             b += 1
         p = P.lookup(h_keys, h_vals, key)
         if p >= 0:
-            level, cx, cy = _decode(key, lmax)
+            level, cx, cy = decode_key(key, lmax)
             rb = p_head[p]
             wb = rb
             wi = 0

@@ -29,6 +29,21 @@ def level_key(w, level, cx, cy, lmax):
 
 
 @njit(cache=True)
+def decode_key(key, lmax):
+    """(level, cx, cy) of a cell key (level -1 for a global list)."""
+    if key < 0:
+        return -1, 0, 0
+    stride = (4 ** (lmax + 1) - 1) // 3
+    r = key % stride
+    level = 0
+    while (4 ** (level + 1) - 1) // 3 <= r:
+        level += 1
+    r -= (4 ** level - 1) // 3
+    g = 1 << level
+    return level, r // g, r % g
+
+
+@njit(cache=True)
 def extent(kind, sx, sy, rx1, ry1, rx2, ry2, kth, alpha, maxdist, out):
     """The slot's region as a rectangle into ``out[0:4]``; False when unbounded (global list)."""
     if kind == K_RANGE:

@@ -39,7 +39,7 @@ from ..pool import grown_records
 from ..subscriptions import K_TOPK, SubTable
 from ..vocab import Vocabulary
 from . import postings as P
-from .cells import box_at, cell_of, extent, level_key
+from .cells import box_at, cell_of, decode_key, extent, level_key
 from .nodecost import count_objects, new_counts, slot_level
 from .prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
 
@@ -81,21 +81,6 @@ def post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, b
 
 
 @njit(cache=True)
-def _decode(key, lmax):
-    """(level, cx, cy) of a cell key (level -1 for a global list)."""
-    if key < 0:
-        return -1, 0, 0
-    stride = (4 ** (lmax + 1) - 1) // 3
-    r = key % stride
-    level = 0
-    while (4 ** (level + 1) - 1) // 3 <= r:
-        level += 1
-    r -= (4 ** level - 1) // 3
-    g = 1 << level
-    return level, r // g, r % g
-
-
-@njit(cache=True)
 def live(e, s, level, cx, cy, epoch, lvl, box, active):
     """Is entry ``e`` (slot ``s``) in the list of (level, cx, cy) still valid?"""
     if not active[s] or epoch[s] != (e & 0xFFFFFFFF) or lvl[s] != level:
@@ -110,7 +95,7 @@ def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next
     for p in range(meta[P.M_POSTINGS]):
         if p_head[p] < 0:
             continue
-        level, cx, cy = _decode(p_key[p], lmax)
+        level, cx, cy = decode_key(p_key[p], lmax)
         rb = p_head[p]
         wb = rb
         wi = 0

@@ -539,9 +539,10 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     ptok = np.empty(max(1, int(sc.kw_len[: sc.top].max()) if sc.top else 1), dtype=np.int64)  # a re-post's tokens
     rf = np.empty(sc.capacity, dtype=np.int64)
     rf_n = np.zeros(1, dtype=np.int64)
+    scanned = getattr(top, "scans", True)  # aoiq[batch=true]: every candidate comes precomputed
     pre = getattr(top, "precompute", None)
     got = None
-    if pre is not None:  # candidates, now, of the top-k slots igpt holds or of every slot (see publish_run)
+    if pre is not None and (top is not ix or not scanned):  # slots a scan of ix would not find (publish_run)
         # Only an object held now or arriving in the run can be held when it leaves, unless a
         # refill takes it, and a refilled slot is in rf: the others need no candidates.
         may_hold = (oc.refs[exp_obj] > 0) | np.isin(exp_obj, b_obj)
@@ -550,7 +551,6 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
         e_kwoff[1:] = np.cumsum([len(k) for k in e_kw])
         e_kw = np.concatenate(e_kw).astype(np.int32) if e_kw else np.empty(0, dtype=np.int32)
         got = pre(b_x, b_y, b_kwoff, b_kw, oc.x[exp_obj], oc.y[exp_obj], e_kwoff, e_kw)
-    scanned = not getattr(top, "batched", False)
     touch = got is not None and hasattr(top, "touched")  # igpt's score snapshots
     changed = [rf[:0]]
     if got is not None:

@@ -38,7 +38,7 @@ from ..subscriptions import SubTable
 from ..vocab import Vocabulary
 from . import postings as P
 from .cells import cell_of, decode_key, level_key
-from .cgrid import CompiledGrid
+from .cgrid import CompiledGrid, read_list
 from .prefix import NC, probe_classes
 
 TOKEN_BASE = 1 << 31  # block tokens live above every keyword id in the cell keys
@@ -131,6 +131,7 @@ def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_co
                 owner[j] = q
                 j += 1
     order = np.argsort(keys, kind="mergesort")  # a list's objects together, in batch order
+    live = np.empty(len(active), dtype=np.int64)  # one list's live slots
     pq = np.empty(max(1024, total), dtype=np.int64)
     ps = np.empty(len(pq), dtype=np.int64)
     npair = 0
@@ -144,37 +145,23 @@ def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_co
         p = P.lookup(h_keys, h_vals, key)
         if p >= 0:
             level, cx, cy = decode_key(key, lmax)
-            rb = p_head[p]
-            wb = rb
-            wi = 0
-            dropped = 0
-            while rb >= 0:
-                cnt = P.B if rb != p_tail[p] else p_fill[p]
-                for ri in range(cnt):
-                    ent = blk_data[rb * P.B + ri]
-                    s = ent >> 32
-                    # cgrid.live(): current epoch, this level, and its box covers this cell
-                    if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
-                            level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
-                        dropped += 1
+            stamp_next[0] += 1  # a fresh stamp: every live slot of the list
+            k = read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, stamp_next[0], h_keys, h_vals, p_head,
+                          p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, live, 0)
+            if npair + k * (b - a) > len(pq):
+                pq = _grown_to(pq, 2 * (npair + k * (b - a)))
+                ps = _grown_to(ps, len(pq))
+            for i in range(k):
+                s = live[i]
+                all_kw = match_all[s] and kw_len[s] > 1
+                for r in range(a, b):
+                    q = owner[order[r]]
+                    examined += 1
+                    if all_kw and not carries_all(kw[kwoff[q]:kwoff[q + 1]], kw_id, kw_off[s], kw_len[s]):
                         continue
-                    wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)  # compact in place
-                    if npair + (b - a) > len(pq):
-                        pq = _grown_to(pq, 2 * (npair + b - a))
-                        ps = _grown_to(ps, len(pq))
-                    all_kw = match_all[s] and kw_len[s] > 1
-                    for r in range(a, b):
-                        q = owner[order[r]]
-                        examined += 1
-                        if all_kw and not carries_all(kw[kwoff[q]:kwoff[q + 1]], kw_id, kw_off[s], kw_len[s]):
-                            continue
-                        pq[npair] = q
-                        ps[npair] = s
-                        npair += 1
-                rb = blk_next[rb]
-            if dropped:
-                P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
-                           blk_free, meta, dropped)
+                    pq[npair] = q
+                    ps[npair] = s
+                    npair += 1
         a = b
     off = np.zeros(nq + 1, dtype=np.int64)  # per object, each slot once (stamps)
     for i in range(npair):
@@ -238,7 +225,7 @@ class AOIQIndex(CompiledGrid):
         super().__init__(subs, vocab, space, grid=grid, max_cells=max_cells, refresh_from=refresh_from,
                          prefix=prefix, theta_n=theta_n, warm_n=warm_n)
         self.theta_u = float(theta_u)
-        self.batched = bool(batch)  # the publish kernel takes every candidate from ``precompute``
+        self.scans = not batch  # else the publish kernel takes every candidate from ``precompute``
         self.rejected = 0  # of the last precompute's pub candidates, failed on keywords
         self.batches = 0  # precompute calls (runs of pubs processed by Algorithm 2)
         self.pairs: dict[tuple[int, int], int] = {}  # (ψ[1], ψ[2]) -> pair index
@@ -406,13 +393,12 @@ class AOIQIndex(CompiledGrid):
         self.objects = objects
         return 0
 
-    def precompute(self, xs, ys, kwoff, kw, exs, eys, ekwoff, ekw) -> tuple | None:
-        """With ``batch`` (else None: the kernel scans per object): the candidates of a run of pubs and of the objects expiring in it,
-        by Algorithm 2 (``batch_probe``), under the index as it is now. Within the run a
-        region only shrinks until a refill, and the kernel makes a refilled slot a candidate
-        of every later object (fastpath.publish_run), so these stay a superset."""
-        if not self.batched:
-            return None
+    def precompute(self, xs, ys, kwoff, kw, exs, eys, ekwoff, ekw) -> tuple:
+        """With ``batch`` (the kernel calls it only then): the candidates of a run of pubs
+        and of the objects expiring in it, by Algorithm 2 (``batch_probe``), under the index
+        as it is now. Within the run a region only shrinks until a refill, and the kernel
+        makes a refilled slot a candidate of every later object (fastpath.publish_run), so
+        these stay a superset."""
         self.batches += 1
         self._fit(self.subs.cols.capacity - 1)
         c = self.subs.cols

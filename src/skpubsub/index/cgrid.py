@@ -425,29 +425,38 @@ def scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
                 cy = cell_of(y, geo[1], geo[3], 1 << level)
                 key = level_key(w, level, cx, cy, lmax)
             p = P.lookup(h_keys, h_vals, key)
-            if p < 0:
-                continue
-            rb = p_head[p]
-            wb = rb
-            wi = 0
-            dropped = 0
-            while rb >= 0:
-                cnt = P.B if rb != p_tail[p] else p_fill[p]
-                for ri in range(cnt):
-                    ent = blk_data[rb * P.B + ri]
-                    s = ent >> 32
-                    # cgrid.live(): current epoch, this level, and its box covers this cell
-                    if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
-                            level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
-                        dropped += 1
-                        continue
-                    wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)  # compact in place
-                    if stamp[s] != st:  # not yet seen under another keyword
-                        stamp[s] = st
-                        cands[nc] = s
-                        nc += 1
-                rb = blk_next[rb]
-            if dropped:
-                P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next,
-                           blk_free, meta, dropped)
+            if p >= 0:
+                nc = read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, st, h_keys, h_vals, p_head, p_tail,
+                               p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, cands, nc)
     return nc
+
+
+@njit(cache=True)
+def read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, st,
+              h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, out, n):
+    """Append to ``out[n:]`` the live slots of list ``p`` (of cell (cx, cy) on ``level``)
+    not stamped ``st``, stamping them; compacts the list in place. Returns the new end."""
+    rb = p_head[p]
+    wb = rb
+    wi = 0
+    dropped = 0
+    while rb >= 0:
+        cnt = P.B if rb != p_tail[p] else p_fill[p]
+        for ri in range(cnt):
+            ent = blk_data[rb * P.B + ri]
+            s = ent >> 32
+            # cgrid.live(): current epoch, this level, and its box covers this cell
+            if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
+                    level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+                dropped += 1
+                continue
+            wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)  # compact in place
+            if stamp[s] != st:  # not yet seen under another keyword
+                stamp[s] = st
+                out[n] = s
+                n += 1
+        rb = blk_next[rb]
+    if dropped:
+        P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free, meta,
+                   dropped)
+    return n

@@ -643,8 +643,9 @@ class IGPTIndex:
             assert set(seen) == want and all(v == 1 for v in seen.values()), ("entries", cell)
         d_w, d_off, d_c, d_li = self.directory  # each list of each cell once, under its keyword, cells ascending
         assert np.all(np.diff(d_w) > 0) and d_off[-1] == len(d_li)
-        assert sorted(d_li.tolist()) == sorted(li for c in members for li in range(int(self.c_l0[c]), int(self.c_l1[c])))
+        lists = [li for c in members for li in range(int(self.c_l0[c]), int(self.c_l1[c]))]
+        assert sorted(d_li.tolist()) == sorted(lists)
         for k in range(len(d_w)):
-            cs = d_c[d_off[k]:d_off[k + 1]]
-            assert np.all(np.diff(cs) > 0) and np.all(L.w[d_li[d_off[k]:d_off[k + 1]]] == d_w[k])
-            assert np.all((self.c_l0[cs] <= d_li[d_off[k]:d_off[k + 1]]) & (d_li[d_off[k]:d_off[k + 1]] < self.c_l1[cs]))
+            cs, lis = d_c[d_off[k]:d_off[k + 1]], d_li[d_off[k]:d_off[k + 1]]
+            assert np.all(np.diff(cs) > 0) and np.all(L.w[lis] == d_w[k])
+            assert np.all((self.c_l0[cs] <= lis) & (lis < self.c_l1[cs]))

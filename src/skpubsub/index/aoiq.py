@@ -145,9 +145,8 @@ def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_co
         p = P.lookup(h_keys, h_vals, key)
         if p >= 0:
             level, cx, cy = decode_key(key, lmax)
-            stamp_next[0] += 1  # a fresh stamp: every live slot of the list
-            k = read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, stamp_next[0], h_keys, h_vals, p_head,
-                          p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, live, 0)
+            k = read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, -1, h_keys, h_vals, p_head, p_tail,
+                          p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, live, 0)
             if npair + k * (b - a) > len(pq):
                 pq = _grown_to(pq, 2 * (npair + k * (b - a)))
                 ps = _grown_to(ps, len(pq))

@@ -431,11 +431,12 @@ def scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
     return nc
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, st,
               h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, out, n):
     """Append to ``out[n:]`` the live slots of list ``p`` (of cell (cx, cy) on ``level``)
-    not stamped ``st``, stamping them; compacts the list in place. Returns the new end."""
+    not stamped ``st``, stamping them (``st`` -1: all of them, stamps untouched); compacts
+    the list in place. Returns the new end."""
     rb = p_head[p]
     wb = rb
     wi = 0
@@ -451,7 +452,10 @@ def read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, st,
                 dropped += 1
                 continue
             wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)  # compact in place
-            if stamp[s] != st:  # not yet seen under another keyword
+            if st < 0:
+                out[n] = s
+                n += 1
+            elif stamp[s] != st:  # not yet seen under another keyword
                 stamp[s] = st
                 out[n] = s
                 n += 1

@@ -44,7 +44,7 @@ from .nodecost import count_objects, new_counts, slot_level
 from .prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
 
 # Per-slot fields, one record a slot (pool.records): a posting entry's liveness test
-# (cgrid.live: epoch, level, box) and the scan's stamp read one cache line.
+# (read_list: epoch, level, box) and the scan's stamp read one cache line.
 SLOT_FIELDS = (
     ("epoch", np.int64, 0),
     ("stamp", np.int64, -1),  # last probe that met the slot (scan)
@@ -81,37 +81,16 @@ def post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, b
 
 
 @njit(cache=True)
-def live(e, s, level, cx, cy, epoch, lvl, box, active):
-    """Is entry ``e`` (slot ``s``) in the list of (level, cx, cy) still valid?"""
-    if not active[s] or epoch[s] != (e & 0xFFFFFFFF) or lvl[s] != level:
-        return False
-    return level < 0 or (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])
-
-
-@njit(cache=True)
 def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
                  epoch, lvl, box, active, lmax):
     """Drop every stale entry of every list: O(entries)."""
+    seen = np.empty(len(active), dtype=np.int64)  # read_list's output, unused here
+    no_stamps = np.empty(0, dtype=np.int64)
     for p in range(meta[P.M_POSTINGS]):
-        if p_head[p] < 0:
-            continue
-        level, cx, cy = decode_key(p_key[p], lmax)
-        rb = p_head[p]
-        wb = rb
-        wi = 0
-        dropped = 0
-        while rb >= 0:
-            cnt = P.B if rb != p_tail[p] else p_fill[p]
-            for ri in range(cnt):
-                e = blk_data[rb * P.B + ri]
-                if not live(e, e >> 32, level, cx, cy, epoch, lvl, box, active):
-                    dropped += 1
-                    continue
-                wb, wi = P.keep(e, wb, wi, blk_next, blk_data)
-            rb = blk_next[rb]
-        if dropped:
-            P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free,
-                       meta, dropped)
+        if p_head[p] >= 0:
+            level, cx, cy = decode_key(p_key[p], lmax)
+            read_list(p, level, cx, cy, active, epoch, lvl, box, no_stamps, -1, h_keys, h_vals, p_head, p_tail,
+                      p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, seen, 0)
 
 
 class CompiledGrid:
@@ -446,7 +425,7 @@ def read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, st,
         for ri in range(cnt):
             ent = blk_data[rb * P.B + ri]
             s = ent >> 32
-            # cgrid.live(): current epoch, this level, and its box covers this cell
+            # live: current epoch, this level, and its box covers this cell
             if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
                     level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
                 dropped += 1

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from skpubsub.bench.workload import WorkloadConfig, generate
-from skpubsub.engine import Engine
+from skpubsub.engine.engine import Engine
 from skpubsub.index.aoiq import probe_room, probe_tokens
 from skpubsub.io.events import Pub, Sub
 from skpubsub.testing.conformance import compare_counting
@@ -131,7 +131,7 @@ def test_batch_probe_finds_what_a_scan_finds() -> None:
     that object's lists finds (cgrid.scan), less the `all` subscriptions whose keywords
     the object lacks; objects that share lists are in one batch."""
     from skpubsub.index.aoiq import batch_probe
-    from skpubsub.scoring import carries_all
+    from skpubsub.core.scoring import carries_all
 
     _, events = _geonames_events()
     eng = Engine("time:40", index="aoiq")

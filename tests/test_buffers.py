@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 
-from skpubsub import engine as engine_module
+from skpubsub.engine import engine as engine_module
 from skpubsub.bench.workload import WorkloadConfig, generate
-from skpubsub.engine import Engine
+from skpubsub.engine.engine import Engine
 from skpubsub.io.events import Pub, Sub
 from skpubsub.results.refill import cost, cost_ckqst
 from skpubsub.testing.conformance import compare, compare_counting, engine_factory
@@ -177,7 +177,7 @@ def test_workers_behind_a_dispatcher_equal_one_plain_engine(tmp_path, buffer: st
     """Under external expiry (the dispatcher's window) and migrations' adoption the
     policies stay exact: two worker processes equal one plain grid engine, file for file."""
     from skpubsub.bench.workload import write_jsonl
-    from skpubsub.runner import run
+    from skpubsub.runtime.runner import run
 
     cfg = WorkloadConfig(objects=900, subscriptions=90, kind="mix", match="mix", sub_rate=0.5, unsub_rate=0.5,
                          objects_per_step=10, seed=11, limit=1800)

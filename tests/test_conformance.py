@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from skpubsub.engine import Engine
+from skpubsub.engine.engine import Engine
 from skpubsub.index import INDEXES
 from skpubsub.io.events import Pub, Rejection, Sub, Unsub
 from skpubsub.io.validate import Gate
@@ -243,7 +243,7 @@ def test_detects_older_first_tie_breaking(monkeypatch: pytest.MonkeyPatch) -> No
     """Inserting a new object after equal keys (older first) breaks SPEC's tie rule."""
     import numpy as np
 
-    from skpubsub import engine as engine_module
+    from skpubsub.engine import engine as engine_module
     from skpubsub.results import kbest
 
     def older_first(t, s, obj, key, refs, life):

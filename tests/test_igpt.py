@@ -8,8 +8,8 @@ import random
 import numpy as np
 import pytest
 
-from skpubsub.config import Space
-from skpubsub.engine import Engine
+from skpubsub.core.config import Space
+from skpubsub.engine.engine import Engine
 from skpubsub.index import igpt
 from skpubsub.testing.conformance import compare, engine_factory, validate
 

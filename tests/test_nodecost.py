@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skpubsub.config import Space
+from skpubsub.core.config import Space
 from skpubsub.index.cells import best_level, box_at
 from skpubsub.index.nodecost import LC, cost_level, count_objects, new_counts, objects_in, text_rate
-from skpubsub.subscriptions import K_KNN, K_TOPK
+from skpubsub.store.subscriptions import K_KNN, K_TOPK
 from skpubsub.bench.workload import WorkloadConfig, generate
 from skpubsub.testing.conformance import compare, engine_factory
 

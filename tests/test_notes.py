@@ -9,10 +9,10 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skpubsub.engine import Engine
+from skpubsub.engine.engine import Engine
 from skpubsub.io.events import Change, Match
 from skpubsub.io.sinks import json_text
-from skpubsub.notes import NoteBatch, Notes, net_changes
+from skpubsub.io.notifications import NoteBatch, Notes, net_changes
 from skpubsub.testing.conformance import validate
 from skpubsub.testing.streams import random_stream
 

@@ -12,7 +12,7 @@ import zlib
 import numpy as np
 import pytest
 
-from skpubsub.config import Space
+from skpubsub.core.config import Space
 from skpubsub.io.events import Pub, Sub
 from skpubsub.io.validate import Gate
 from skpubsub.partition.dkm import (PLANNERS, SampleIndex, eq1_cost, hash_worker, most_overlap, plan_dkm, plan_hash,

@@ -11,13 +11,13 @@ import math
 import numpy as np
 import pytest
 
-from skpubsub.config import Space
+from skpubsub.core.config import Space
 from skpubsub.io.events import Pub, Sub
 from skpubsub.io.validate import Gate
 from skpubsub.partition.dskype import (PLANNERS, loose_prefix, plan_keyword, plan_location, plan_prefix,
                                        sub_point)
 from skpubsub.partition.stats import Statistics
-from skpubsub.scoring import unit_weights
+from skpubsub.core.scoring import unit_weights
 
 SPACE = Space()
 

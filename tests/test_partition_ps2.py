@@ -10,7 +10,7 @@ import zlib
 import numpy as np
 import pytest
 
-from skpubsub.config import Space
+from skpubsub.core.config import Space
 from skpubsub.io.events import Pub, Rejection, Sub
 from skpubsub.io.validate import Gate
 from skpubsub.partition.ps2 import PLANNERS, PS2Plan, partition_counts, plan_ps2, posting
@@ -417,7 +417,7 @@ def _events(seed: int):
 @pytest.mark.parametrize("params", [{}, {"delta": 1.0, "epsilon": 0.0, "min_objects": 2, "sigma": 1.0, "theta": 24}])
 @pytest.mark.parametrize("m", MS)
 def test_runtime_results_equal_the_reference(m: int, params: dict) -> None:
-    from skpubsub.runner import active_subs
+    from skpubsub.runtime.runner import active_subs
     from skpubsub.runtime.local import LocalCluster
     from skpubsub.testing.reference import ReferenceEngine
 

@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from skpubsub.pool import LINE, Columns, grown_records, records
+from skpubsub.core.columns import LINE, Columns, grown_records, records
 
 SPEC = {"active": (np.bool_, False), "n": (np.int32, 7), "x": (np.float64, math.inf),
         "box": ("(4,)i4", -1), "seq": (np.int64, -1)}

@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skpubsub.bench.workload import WorkloadConfig, generate
-from skpubsub.engine import Engine
+from skpubsub.engine.engine import Engine
 from skpubsub.index.prefix import (NC, SIZES, class_token, post_tokens, prefix_bounds, probe_classes, size_class,
                                    top_class)
-from skpubsub.scoring import object_weight, text_sim, unit_weights
+from skpubsub.core.scoring import object_weight, text_sim, unit_weights
 from skpubsub.testing.conformance import compare_counting, validate
 from skpubsub.testing.streams import Stream
 

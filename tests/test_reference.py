@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from skpubsub.config import Space
+from skpubsub.core.config import Space
 from skpubsub.io.events import Rejection
 from skpubsub.io.validate import Gate
 from skpubsub.testing.reference import ReferenceEngine

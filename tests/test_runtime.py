@@ -80,7 +80,7 @@ def _planned(name: str, events: list, space, m: int):
     from skpubsub.io.events import Pub
     from skpubsub.partition.registry import PLANNERS
     from skpubsub.partition.stats import Statistics
-    from skpubsub.runner import active_subs
+    from skpubsub.runtime.runner import active_subs
 
     head = events[: len(events) // 3]
     stats = Statistics.from_objects([e for e in head if isinstance(e, Pub)], space)
@@ -89,7 +89,7 @@ def _planned(name: str, events: list, space, m: int):
 
 @pytest.mark.parametrize("name", ["hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2"])
 def test_every_planner_stays_exact(name: str) -> None:
-    from skpubsub.config import Space
+    from skpubsub.core.config import Space
 
     for m in (1, 2, 3, 5):
         for seed in range(8):

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from skpubsub.engine import make_engine
+from skpubsub.engine.engine import make_engine
 from skpubsub.io.events import Rejection
 from skpubsub.io.validate import Gate
 from skpubsub.testing.reference import ReferenceEngine

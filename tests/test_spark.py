@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from skpubsub.config import Window
+from skpubsub.core.config import Window
 from skpubsub.io.events import Pub
 from skpubsub.partition.registry import PLANNERS
 from skpubsub.partition.stats import Statistics
-from skpubsub.runner import run
+from skpubsub.runtime.runner import run
 from skpubsub.testing.streams import random_stream
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark")]

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from pyspark import cloudpickle
 
-from skpubsub.config import Window
+from skpubsub.core.config import Window
 from skpubsub.io.events import Rejection
 from skpubsub.io.validate import Gate
 from skpubsub.partition.registry import PLANNERS

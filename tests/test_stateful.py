@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from skpubsub.config import Space
-from skpubsub.engine import Engine
+from skpubsub.core.config import Space
+from skpubsub.engine.engine import Engine
 from skpubsub.io.events import Rejection
 from skpubsub.io.validate import Gate
 from skpubsub.testing.conformance import describe, index_configs

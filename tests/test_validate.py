@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from skpubsub.config import Space
+from skpubsub.core.config import Space
 from skpubsub.io.events import KNN, RANGE, TOPK, Pub, Rejection, Sub, Unsub
 from skpubsub.io.lines import read_lines
 from skpubsub.io.validate import MAX_LINE, Gate

@@ -10,9 +10,9 @@ import os
 import sys
 from pathlib import Path
 
-from .config import Space, Window
-from .engine import known_indexes, unknown_index
-from .subscriptions import BUFFERS
+from .core.config import Space, Window
+from .engine.engine import known_indexes, unknown_index
+from .store.subscriptions import BUFFERS
 
 PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
 
@@ -41,7 +41,7 @@ def _check_run_flags(a: argparse.Namespace) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from .runner import run
+    from .runtime.runner import run
 
     _check_run_flags(a)
     from .spark.formats import is_tabular
@@ -153,7 +153,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
     import shutil
 
     from .bench.workload import generate, write_jsonl
-    from .runner import run
+    from .runtime.runner import run
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

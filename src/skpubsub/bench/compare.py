@@ -47,13 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import Space, Window
-from ..engine import make_engine
+from ..core.config import Space, Window
+from ..engine.engine import make_engine
 from ..index import INDEXES
 from ..io.events import Pub, Rejection, Sub, Unsub
 from ..io.lines import read_lines
 from ..io.validate import Gate
-from ..subscriptions import K_RANGE
+from ..store.subscriptions import K_RANGE
 
 CHUNK = 4096  # events per engine.apply call while timing the arrivals
 WARMUP_EVENTS = 2000  # events in the untimed warm-up run (half build, half arrivals)

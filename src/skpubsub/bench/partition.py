@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from ..io.events import Pub, Sub
 from .compare import Workload, load_workload, machine_info, warmup_events
 
@@ -130,7 +130,7 @@ def run_planner(name: str, events: list, head: int, stats: Any, window: Window, 
     Returns (the planner's report row, plot data: per-batch worker CPU seconds and
     each active subscription's location and workers at the end)."""
     from ..partition.registry import PLANNERS
-    from ..runner import active_subs
+    from ..runtime.runner import active_subs
     from ..runtime.local import LocalCluster
 
     gc.collect()
@@ -229,7 +229,7 @@ def bench_partition(work: Workload, partitioners: list[str], m: int, window: Win
     """Every planner over ``work``; (the report, plot data per planner)."""
     from ..partition.registry import PLANNERS
     from ..partition.stats import Statistics
-    from ..runner import active_subs
+    from ..runtime.runner import active_subs
 
     say = progress or (lambda _msg: None)
     events = work.events

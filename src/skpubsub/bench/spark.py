@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from ..spark.plots import plot_batches
 
 FILES = ("results.jsonl", "notifications.jsonl", "rejected.jsonl")
@@ -36,7 +36,7 @@ def _med(xs: list[float]) -> float | None:
 
 def bench_spark(events: Path, out: Path, window: Window, space: Space, workers: int, partitioner: str,
                 index: str, lines_per_batch: int, init_objects: int, master: str | None = None) -> dict:
-    from ..runner import run
+    from ..runtime.runner import run
     from ..spark.pipeline import run_spark
 
     out.mkdir(parents=True, exist_ok=True)

@@ -32,11 +32,11 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import Space
-from ..scoring import carries_all
-from ..subscriptions import SubTable
-from ..vocab import Vocabulary
-from . import postings as P
+from ..core.config import Space
+from ..core.scoring import carries_all
+from ..store.subscriptions import SubTable
+from ..core.vocab import Vocabulary
+from ..core import postings as P
 from .cells import cell_of, decode_key, level_key
 from .cgrid import CompiledGrid, read_list
 from .prefix import NC, probe_classes

@@ -9,7 +9,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ..subscriptions import K_KNN, K_RANGE
+from ..store.subscriptions import K_KNN, K_RANGE
 
 SLACK = 1e-9  # regions are widened a hair so float rounding never loses a match
 

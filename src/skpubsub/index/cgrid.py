@@ -24,7 +24,7 @@ and cell ``box`` decide whether an entry is live, so a shrinking ball is
 tightened in place at no cost and stale entries vanish when a scan passes them.
 A ball that grows (results refilled after expiry), leaves the global list, or
 shrinks a level finer is re-posted under a new epoch. The publish kernel in
-:mod:`skpubsub.fastpath` scans these postings directly.
+:mod:`skpubsub.engine.kernel` scans these postings directly.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import Space
-from ..pool import grown_records
-from ..subscriptions import K_TOPK, SubTable
-from ..vocab import Vocabulary
-from . import postings as P
+from ..core.config import Space
+from ..core.columns import grown_records
+from ..store.subscriptions import K_TOPK, SubTable
+from ..core.vocab import Vocabulary
+from ..core import postings as P
 from .cells import box_at, cell_of, decode_key, extent, level_key
 from .nodecost import count_objects, new_counts, slot_level
 from .prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes

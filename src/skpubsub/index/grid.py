@@ -20,10 +20,10 @@ from itertools import chain
 
 import numpy as np
 
-from ..config import Space
-from ..pool import Columns
-from ..subscriptions import K_KNN, K_RANGE, SubTable
-from ..vocab import Vocabulary
+from ..core.config import Space
+from ..core.columns import Columns
+from ..store.subscriptions import K_KNN, K_RANGE, SubTable
+from ..core.vocab import Vocabulary
 
 _GLOBAL = (-1, -1, -1, -1)
 _SLACK = 1e-9  # regions are widened a hair so float rounding never loses a match

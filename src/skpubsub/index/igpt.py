@@ -59,12 +59,12 @@ import math
 import numpy as np
 from numba import njit
 
-from ..config import Space
-from ..pool import Columns
-from ..subscriptions import K_TOPK, SubTable
-from ..vocab import Vocabulary
+from ..core.config import Space
+from ..core.columns import Columns
+from ..store.subscriptions import K_TOPK, SubTable
+from ..core.vocab import Vocabulary
 from .cells import cell_of
-from . import postings as P
+from ..core import postings as P
 from .cgrid import CompiledGrid
 
 EPS = 1e-9  # bounds must beat the score by this much to prune: float rounding never loses a match

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..subscriptions import K_RANGE, K_TOPK
+from ..store.subscriptions import K_RANGE, K_TOPK
 from .cells import best_level, box_at, cell_of
 
 LC = 9  # finest level with its own object counts

@@ -14,7 +14,7 @@ import json
 import math
 from typing import Any
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from .events import KINDS, KNN, RANGE, TOPK, Event, Pub, Rejection, Sub, Unsub
 from .keywords import normalise, normalise_keywords, split_text
 

@@ -82,9 +82,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from ..config import Space
+from ..core.config import Space
 from ..io.events import RANGE, TOPK, Sub
-from ..scoring import unit_weights
+from ..core.scoring import unit_weights
 from .common import AssignedPlan, lpt
 from .stats import Statistics
 

@@ -138,7 +138,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Space
+from ..core.config import Space
 from ..io.events import RANGE, TOPK, Sub
 from .common import AssignedPlan, lpt
 from .stats import Statistics

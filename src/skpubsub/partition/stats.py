@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..config import Space
+from ..core.config import Space
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""k-best buffer operations on :class:`skpubsub.subscriptions.SubTable` (O(kb) each).
+"""k-best buffer operations on :class:`skpubsub.store.subscriptions.SubTable` (O(kb) each).
 
 See ``SubTable`` for the buffer invariant. ``put`` is the one insertion, compiled,
 shared by the plain path (``insert_newest``) and the publish kernel; under a
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..subscriptions import B_KMAX, B_SKYBAND, K_KNN, SubTable
+from ..store.subscriptions import B_KMAX, B_SKYBAND, K_KNN, SubTable
 
 
 @njit(inline="always", cache=True)

@@ -1,6 +1,6 @@
 """Re-evaluation of one k-best buffer from the alive objects, compiled.
 
-Both the engine's plain path and the publish kernel (:mod:`skpubsub.fastpath`) call
+Both the engine's plain path and the publish kernel (:mod:`skpubsub.engine.kernel`) call
 ``refill``: when expiries leave a buffer short of k (and it may have missed objects),
 and when a kNN/top-k subscription registers under a retaining window. It reads the
 alive-object postings (:class:`skpubsub.store.objects.AliveStore`) of the
@@ -9,7 +9,7 @@ rest — keeps the best candidates by key, newest first on ties (SubTable's rule
 makes the buffer by the engine's policy (see ``SubTable``): the best ``kb`` (``kmax``),
 or the k-skyband of the candidates up to a threshold (``skyband``: 0.95 of the k-th
 score; ``cskyband``: Skype's cost model, ``cost``; ``ckskyband``: CkQST's,
-``cost_ckqst``). Keys use :mod:`skpubsub.scoring`'s arithmetic in its order, as the
+``cost_ckqst``). Keys use :mod:`skpubsub.core.scoring`'s arithmetic in its order, as the
 kernel's do.
 """
 
@@ -20,10 +20,10 @@ import math
 import numpy as np
 from numba import njit
 
-from ..index import postings as P
-from ..scoring import carries_all, topk_key_ids
+from ..core import postings as P
+from ..core.scoring import carries_all, topk_key_ids
 from ..store.objects import alive_entry
-from ..subscriptions import B_CKSKYBAND, B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
+from ..store.subscriptions import B_CKSKYBAND, B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
 from .kbest import skyband_theta
 
 POOL = 16  # a k-skyband policy weighs up to POOL*kb best candidates for its threshold

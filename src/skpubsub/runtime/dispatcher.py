@@ -22,7 +22,7 @@ import heapq
 from collections import Counter, deque
 from typing import Any
 
-from ..config import Window
+from ..core.config import Window
 from ..io.events import Backfill, Event, Pub, Sub, Tick, Unsub
 from ..partition.base import Plan
 

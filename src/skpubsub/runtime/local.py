@@ -13,8 +13,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ..config import Space, Window
-from ..engine import make_engine
+from ..core.config import Space, Window
+from ..engine.engine import make_engine
 from ..io.events import Adopt, Drop, Match, Notification, Pub
 from ..partition.base import Plan
 from .dispatcher import Dispatcher

@@ -57,7 +57,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..config import Space
+from ..core.config import Space
 from ..io.events import Pub, Sub
 from ..partition.common import lpt
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from ..io.events import Pub
 from ..io.validate import Invalid, parse_line, validate_record
 from ..partition.stats import Statistics

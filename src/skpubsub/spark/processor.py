@@ -32,7 +32,7 @@ import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from .sequencer import DRIVER
 from .worker import COLUMNS, WorkerState, driver_rows
 

@@ -22,12 +22,12 @@ import pickle
 from collections import Counter
 from typing import Any
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from ..io.events import Pub, Rejection, Tick
 from ..io.validate import Gate
 from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
-from ..runner import _kind_of, _rejected_kind, active_subs
+from ..runtime.runner import _kind_of, _rejected_kind, active_subs
 from ..runtime.dispatcher import Dispatcher
 
 CHUNK = 4096  # routed items per row: rows stay small, calls stay coarse

@@ -29,7 +29,7 @@ from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from ..io.lines import read_lines
 from .sequencer import DRIVER, Sequencer
 

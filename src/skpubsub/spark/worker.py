@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..config import Space, Window
-from ..engine import make_engine
+from ..core.config import Space, Window
+from ..engine.engine import make_engine
 from ..io.events import Match, Sub, Unsub
 from ..io.sinks import json_text
 from .sequencer import DRIVER, END

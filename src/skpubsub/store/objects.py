@@ -14,8 +14,8 @@ import numpy as np
 from numba import njit
 
 from ..io.events import Pub
-from ..index import postings as P
-from ..pool import NO_IDS, Columns, SegmentPool, grow_ids
+from ..core import postings as P
+from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids
 
 
 class ObjectTable:

@@ -12,7 +12,7 @@ A mismatch raises ``AssertionError`` with the event index, the event, expected
 vs actual, and the recent history; :func:`minimize` shrinks a failing stream.
 
 Comparison is exact: every engine computes ranking keys with the operation order
-of :mod:`skpubsub.scoring`, so results agree even on ties (SPEC section 1 allows
+of :mod:`skpubsub.core.scoring`, so results agree even on ties (SPEC section 1 allows
 differences only between keys closer than 1e-9, which an engine using another
 operation order would have to argue case by case).
 """
@@ -24,7 +24,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from ..io.events import Change, Event, Match, Pub, Rejection, Sub, Unsub
 from ..io.validate import Gate
 from .reference import ReferenceEngine
@@ -35,7 +35,7 @@ HISTORY = 8  # events shown before a mismatch
 
 def engine_factory(index: str, **params: Any) -> EngineFactory:
     """A factory ``(window, space) -> engine`` for :func:`compare` (``make_engine`` by name)."""
-    from ..engine import make_engine
+    from ..engine.engine import make_engine
 
     def make(window: Window, space: Space) -> Any:
         return make_engine(index, window, space, **params)
@@ -84,7 +84,7 @@ def index_configs(variants: dict[str, list[dict[str, Any]]] | None = None) -> li
     """(index name, params) for every registered index (``INDEXES``) and its variants."""
     import inspect
 
-    from ..engine import Engine
+    from ..engine.engine import Engine
     from ..index import INDEXES
 
     variants = INDEX_VARIANTS if variants is None else variants

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 from ..io.events import KNN, RANGE, Change, Event, Match, Notification, Pub, Sub, Unsub
-from ..scoring import dist2, object_weight, text_sim, topk_key, unit_weights
+from ..core.scoring import dist2, object_weight, text_sim, topk_key, unit_weights
 
 
 @dataclass(slots=True)
@@ -37,7 +37,7 @@ class _Sub:
 
 
 class ReferenceEngine:
-    """Same interface as :class:`skpubsub.engine.Engine`: ``apply``, ``results``."""
+    """Same interface as :class:`skpubsub.engine.engine.Engine`: ``apply``, ``results``."""
 
     name = "reference"
 

@@ -21,7 +21,7 @@ corner cases common rather than rare:
 - subscriptions with ``expires``; objects with ``expires`` under a time window;
   equal times, and time jumps that expire many objects and subscriptions at once;
 - a window ``none``, ``count:N`` with N in 1..5, or ``time:T``; now and then a
-  custom :class:`~skpubsub.config.Space`;
+  custom :class:`~skpubsub.core.config.Space`;
 - optionally *junk*: records that the Gate must reject (every reason of SPEC
   section 5 that a record can carry: malformed, mistyped, out of range or space,
   non-finite, time going backwards, a duplicate active subscription id, an
@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..config import Space, Window
+from ..core.config import Space, Window
 
 T = TypeVar("T")
 

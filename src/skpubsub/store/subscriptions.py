@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from .io.events import KNN, RANGE, TOPK, Sub
-from .pool import NO_IDS, Columns, SegmentPool, grow_ids
-from .scoring import unit_weights
+from ..io.events import KNN, RANGE, TOPK, Sub
+from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids
+from ..core.scoring import unit_weights
 
 KIND_CODE = {RANGE: 0, KNN: 1, TOPK: 2}
 K_RANGE, K_KNN, K_TOPK = 0, 1, 2

@@ -10,13 +10,13 @@ its keyword pairs and their blocks), the postings of its cell on every grid leve
 the global list, verifies every live candidate once, inserts it into k-best
 buffers and follows shrinking balls (tightening a box in place, or re-posting a level
 finer). Each change becomes an output row; one pub's rows for one subscription net out
-to its notification (:mod:`skpubsub.notes`).
+to its notification (:mod:`skpubsub.io.notifications`).
 
 The kernel never allocates: before a call Python reserves posting room and output
 rows, and the kernel stops before an event that might not fit (after finding its
 holders, before changing anything) so Python drains, reserves more and resumes. A
 shrinking ball's re-post that does not fit is queued for Python (its old entries stay
-a superset). Arithmetic is that of :mod:`skpubsub.scoring`, in the same order, so
+a superset). Arithmetic is that of :mod:`skpubsub.core.scoring`, in the same order, so
 results are bit-identical to the reference engine.
 """
 
@@ -29,17 +29,17 @@ from itertools import islice
 import numpy as np
 from numba import njit
 
-from .index.aoiq import probe_room, probe_tokens
-from .index.cells import box_at, extent
-from .index.cgrid import post_slot, scan
-from .index.nodecost import slot_level
-from .index.prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
-from .notes import Notes, net_changes
-from .results.kbest import after_put, put
-from .results.refill import refill
-from .scoring import carries_all, topk_key_ids
-from .store.objects import post_object
-from .subscriptions import K_KNN, K_RANGE, K_TOPK
+from ..index.aoiq import probe_room, probe_tokens
+from ..index.cells import box_at, extent
+from ..index.cgrid import post_slot, scan
+from ..index.nodecost import slot_level
+from ..index.prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
+from ..io.notifications import Notes, net_changes
+from ..results.kbest import after_put, put
+from ..results.refill import refill
+from ..core.scoring import carries_all, topk_key_ids
+from ..store.objects import post_object
+from ..store.subscriptions import K_KNN, K_RANGE, K_TOPK
 # counters[] fields
 (C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED, C_NEED,
  C_NEED_ROWS, C_REFILLS, C_READS, C_EVICT) = range(15)

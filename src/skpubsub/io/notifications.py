@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from numba import njit
 
-from .io.events import Change, Match, Notification
-from .io.sinks import json_line, json_text
+from .events import Change, Match, Notification
+from .sinks import json_line, json_text
 
 
 @njit(cache=True)

@@ -10,12 +10,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .config import Space, Window
-from .engine import make_engine
-from .io.events import Pub, Rejection, Sub, Unsub
-from .io.lines import read_lines
-from .io.sinks import RunWriter
-from .io.validate import Gate
+from ..core.config import Space, Window
+from ..engine.engine import make_engine
+from ..io.events import Pub, Rejection, Sub, Unsub
+from ..io.lines import read_lines
+from ..io.sinks import RunWriter
+from ..io.validate import Gate
 
 BATCH = 2048  # events per engine call
 
@@ -68,10 +68,10 @@ def active_subs(events: list) -> list[Sub]:
 def _multi(index: str, window: Window, space: Space, workers: int, partitioner: str, head: list,
            processes: bool, index_params: dict, rebalance: dict | None = None):
     """Plan from the buffered head of the stream (O_init + the subscriptions in it)."""
-    from .partition.registry import PLANNERS
-    from .partition.stats import Statistics
-    from .runtime.local import LocalCluster
-    from .runtime.rebalance import Rebalancer
+    from ..partition.registry import PLANNERS
+    from ..partition.stats import Statistics
+    from .local import LocalCluster
+    from .rebalance import Rebalancer
 
     stats = Statistics.from_objects((ev for ev in head if isinstance(ev, Pub)), space)
     plan = PLANNERS[partitioner](active_subs(head), stats, workers)

@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from .config import Space, Window
-from .index import INDEXES
-from .io.events import RANGE, Adopt, Backfill, Change, Drop, Event, Match, Notification, Pub, Sub, Tick, Unsub
-from .notes import NoteBatch
-from .results.kbest import insert_newest, remove
-from .results.refill import POOL, refill
-from .store.objects import AliveStore, ObjectTable
-from .subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable
-from .vocab import Vocabulary
+from ..core.config import Space, Window
+from ..index import INDEXES
+from ..io.events import RANGE, Adopt, Backfill, Change, Drop, Event, Match, Notification, Pub, Sub, Tick, Unsub
+from ..io.notifications import NoteBatch
+from ..results.kbest import insert_newest, remove
+from ..results.refill import POOL, refill
+from ..store.objects import AliveStore, ObjectTable
+from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable
+from ..core.vocab import Vocabulary
 
 
 class Engine:
@@ -103,7 +103,7 @@ class Engine:
             for ev in events:
                 out.extend(self._apply(ev))
             return out
-        from .fastpath import publish_pubs
+        from .kernel import publish_pubs
 
         run: list[Pub] = []
         for ev in events:
@@ -132,7 +132,7 @@ class Engine:
                 j = i
                 while j < len(items) and isinstance(items[j][0], Pub):
                     j += 1
-                from .fastpath import publish_pubs
+                from .kernel import publish_pubs
 
                 notes: list[Notification] = []
                 tags: list[int] = []
@@ -403,7 +403,7 @@ class Engine:
             self.alive.remove(o, self.objs.keywords(o).tolist())
             self._unref.add(o)
             if self.compiled:
-                from .fastpath import held_by
+                from .kernel import held_by
 
                 holders = held_by(self, o)
             else:
@@ -519,7 +519,7 @@ def make_engine(index: str = "grid", window: Window | str = "none", space: Space
                 **params: Any):
     """An engine by index name; ``reference`` is the brute-force oracle."""
     if index == "reference":
-        from .testing.reference import ReferenceEngine
+        from ..testing.reference import ReferenceEngine
         return ReferenceEngine(window, space)
     if index not in INDEXES:
         raise ValueError(unknown_index(index))

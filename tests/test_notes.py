@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from skpubsub.engine.engine import Engine
-from skpubsub.io.events import Change, Match
-from skpubsub.io.sinks import json_text
-from skpubsub.io.notifications import NoteBatch, Notes, net_changes
+from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, net_changes, note_line, note_lines
 from skpubsub.testing.conformance import validate
 from skpubsub.testing.streams import random_stream
 
@@ -116,7 +114,7 @@ def test_notes_to_list_and_batch_order():
     assert len(batch) == 4
     assert batch.to_list() == [Change("s0", 4, (), ("a",)), Match("s1", 5, "c"), Change("s2", 6, ("a", "b"), ("c",)),
                                Match("s3", 7, "b")]
-    assert batch.json_lines() == [json_text(n.to_json()) + "\n" for n in batch.to_list()]
+    assert batch.json_lines() == [note_line(n) for n in batch.to_list()]
 
 
 def test_json_lines_are_the_objects_lines_byte_for_byte():
@@ -125,7 +123,7 @@ def test_json_lines_are_the_objects_lines_byte_for_byte():
     notes = Notes(np.array([0, 0, 1, 2]), np.array(["s1", 2, "s\\3", "s1"], dtype=object),
                   np.array([5, 5, 6.0, 1e-7], dtype=object), np.array([True, False, False, False]),
                   np.array([0, 1, 3, 3, 5]), ids[[2, 0, 1, 3, 4]], np.array([0, 0, 1, 3, 3]), ids[[4, 0, 2]])
-    want = [json_text(n.to_json()) + "\n" for n in notes.to_list()]
+    want = [note_line(n) for n in notes.to_list()]
     assert notes.json_lines() == want
     assert [json.loads(line) for line in want][1] == {"sub": 2, "t": 5, "added": ["o\"1", "é\n"], "removed": ["x"]}
 
@@ -139,4 +137,52 @@ def test_engine_columns_are_its_notifications():
         batch = a.apply_columnar(events)
         assert any(isinstance(p, Notes) for p in batch.parts)
         assert batch.to_list() == b.apply(events)
-        assert batch.json_lines() == [json_text(n.to_json()) + "\n" for n in batch.to_list()]
+        assert batch.json_lines() == [note_line(n) for n in batch.to_list()]
+
+
+def _as_columns(notes: list) -> Notes:
+    """``notes`` (Match/Change objects) as the columns an engine would hand on."""
+    def objects(values: list) -> np.ndarray:
+        a = np.empty(len(values), dtype=object)  # element by element: numpy must not convert ids
+        a[:] = values
+        return a
+
+    added: list = []
+    removed: list = []
+    add_off, rem_off = [0], [0]
+    for n in notes:
+        added += [n.object] if isinstance(n, Match) else list(n.added)
+        removed += [] if isinstance(n, Match) else list(n.removed)
+        add_off.append(len(added))
+        rem_off.append(len(removed))
+    return Notes(np.arange(len(notes)), objects([n.sub for n in notes]), objects([n.t for n in notes]),
+                 np.array([isinstance(n, Match) for n in notes], dtype=bool), np.array(add_off), objects(added),
+                 np.array(rem_off), objects(removed))
+
+
+# Ids: integers of any size, strings of any characters (quotes, backslashes, control
+# characters, U+2028, astral planes) and ones that look like the formatter's own syntax.
+_ids = st.one_of(st.integers(), st.text(), st.sampled_from(["", '"', "\\", "\n", "%s", "%", "{}", "é", "\u2028", "\x00",
+                                                            "\U0001F600", "0", "1"]))
+_times = st.one_of(st.integers(), st.floats(allow_nan=False, allow_infinity=False))
+_notifications = st.one_of(
+    st.builds(Match, _ids, _times, _ids),
+    st.builds(Change, _ids, _times, st.lists(_ids, max_size=4).map(tuple), st.lists(_ids, max_size=4).map(tuple)))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_notifications, max_size=12))
+@example([Match("s", -0.0, 1), Match("s", 0.0, 1), Change(1, 0.0, (1, "1", 1.0), (-0.0,))])
+def test_columnar_lines_are_the_formatter_s_lines(notes):
+    """The columnar path (each id encoded once) writes what ``note_line`` writes, byte for
+    byte, whatever the ids and times; the batch and ``note_lines`` agree with both."""
+    want = [note_line(n) for n in notes]
+    cols = _as_columns(notes)
+    assert cols.to_list() == notes
+    assert cols.json_lines() == want
+    batch = NoteBatch()
+    batch.extend(notes[:2])
+    batch.add(_as_columns(notes[2:]))
+    assert note_lines(batch) == note_lines(notes) == want
+    for n, line in zip(notes, want):
+        assert json.loads(line) == n.to_json() and line.endswith("}\n") and line.count("\n") == 1

@@ -117,7 +117,8 @@ def test_an_adopted_subscription_keeps_its_results_past_the_tables_capacity(inde
     """Export from one engine, adopt in another already holding more subscriptions than
     its tables' first capacity: the same results, and the index follows them."""
     from skpubsub.engine.engine import make_engine
-    from skpubsub.io.events import Adopt, Pub, Sub
+    from skpubsub.engine.messages import Adopt
+    from skpubsub.io.events import Pub, Sub
 
     rng = random.Random(5)
     words = ["a", "b", "c", "d"]

@@ -20,13 +20,14 @@ import numpy as np
 
 from ..core.config import Space, Window
 from ..index import INDEXES
-from ..io.events import RANGE, Adopt, Backfill, Change, Drop, Event, Match, Notification, Pub, Sub, Tick, Unsub
-from ..io.notifications import NoteBatch
+from ..io.events import RANGE, Event, Pub, Sub, Unsub
+from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import insert_newest, remove
 from ..results.refill import POOL, refill
 from ..store.objects import AliveStore, ObjectTable
 from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable
 from ..core.vocab import Vocabulary
+from .messages import Adopt, Backfill, Drop, Tick
 
 
 class Engine:

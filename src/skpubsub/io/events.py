@@ -1,8 +1,11 @@
-"""The validated event types and the notifications engines emit.
+"""Input events: what the :class:`skpubsub.io.validate.Gate` makes of each line.
 
-Events are made only by :class:`skpubsub.io.validate.Gate`; engines trust them.
-``seq`` is the event's position in the stream (its line number when read from a
-file) and breaks ranking ties: a larger ``seq`` ranks first (SPEC section 1).
+Events are made only by the Gate; engines trust them. ``seq`` is the event's
+position in the stream (its line number when read from a file) and breaks
+ranking ties: a larger ``seq`` ranks first (SPEC section 1). A line the Gate turns
+down becomes a :class:`Rejection`. Each carries its ``label``, what the run's
+metrics count it as. (Messages between the runtime and its engines live in
+:mod:`skpubsub.engine.messages`; what engines emit, in :mod:`skpubsub.io.notifications`.)
 """
 
 from __future__ import annotations
@@ -15,6 +18,12 @@ Time = Union[int, float]
 
 RANGE, KNN, TOPK = "range", "knn", "topk"
 KINDS = (RANGE, KNN, TOPK)
+UNREADABLE = "unreadable"  # the label of a rejected line whose op could not be read
+
+
+def op_label(op: str, kind: str | None = None) -> str:
+    """What metrics count an event as: its op, a ``sub`` with its kind (``sub:knn``)."""
+    return f"sub:{kind}" if op == "sub" and kind is not None else op
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +35,10 @@ class Pub:
     y: float
     keywords: tuple[str, ...]
     expires: float | None = None  # absolute; only under a time window
+
+    @property
+    def label(self) -> str:
+        return "pub"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +57,10 @@ class Sub:
     weights: tuple[float, ...] | None = None  # topk, aligned with keywords; None = all 1
     expires: float | None = None
 
+    @property
+    def label(self) -> str:
+        return op_label("sub", self.kind)
+
 
 @dataclass(frozen=True, slots=True)
 class Unsub:
@@ -51,41 +68,9 @@ class Unsub:
     id: Id
     t: Time
 
-
-@dataclass(frozen=True, slots=True)
-class Tick:
-    """Runtime-internal: brings a worker to time ``t`` (the expiries due there) when the
-    event at stream position ``seq`` was not routed to it. Never read from input."""
-
-    seq: int
-    t: Time
-
-
-@dataclass(frozen=True, slots=True)
-class Backfill:
-    """Runtime-internal: an alive object a worker lacked, handed over before a new
-    subscription there needs it; joins the worker's window without being matched."""
-
-    pub: Pub
-
-
-@dataclass(frozen=True, slots=True)
-class Drop:
-    """Runtime-internal: subscription ``id`` leaves this worker (migrated away); silent."""
-
-    id: Id
-
-
-@dataclass(frozen=True, slots=True)
-class Adopt:
-    """Runtime-internal: a migrated subscription joins this worker, silently, with the
-    results it had: recomputed from the alive objects under a retaining window (which
-    the dispatcher backfilled), else rebuilt from ``held``, the objects of its result.
-    ``now``: the stream's time (expiries due by then happen first, as for any event)."""
-
-    sub: Sub
-    held: tuple[Pub, ...] = ()
-    now: Time | None = None
+    @property
+    def label(self) -> str:
+        return "unsub"
 
 
 Event = Union[Pub, Sub, Unsub]
@@ -93,34 +78,11 @@ Event = Union[Pub, Sub, Unsub]
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
+    """A line (or record) the Gate turned down: ``error`` is the reason, ``raw`` the text
+    shown in ``rejected.jsonl``, ``label`` what it meant to be (``op_label`` of its op and
+    kind, read by the Gate's own parse) or ``UNREADABLE``."""
+
     line: int
     error: str
     raw: str
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    """A range subscription receives a published object."""
-
-    sub: Id
-    t: Time
-    object: Id
-
-    def to_json(self) -> dict:
-        return {"sub": self.sub, "t": self.t, "object": self.object}
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """A kNN/top-k result set changed: ``added`` in new rank order, ``removed`` in old."""
-
-    sub: Id
-    t: Time
-    added: tuple[Id, ...]
-    removed: tuple[Id, ...]
-
-    def to_json(self) -> dict:
-        return {"sub": self.sub, "t": self.t, "added": list(self.added), "removed": list(self.removed)}
-
-
-Notification = Union[Match, Change]
+    label: str = UNREADABLE

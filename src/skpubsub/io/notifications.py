@@ -1,4 +1,11 @@
-"""Columnar notifications: a run's notifications as arrays, Python objects only on demand.
+"""Output notifications (SPEC section 4): their types, their one JSON line, their columns.
+
+:class:`Match` (a range subscription receives an object) and :class:`Change` (a
+kNN/top-k result set changed) are what subscribers receive. :func:`note_line` is
+the one definition of a notification's line in ``notifications.jsonl``: the
+record's keys in the order of ``MATCH_KEYS`` / ``CHANGE_KEYS``, encoded by
+:func:`~skpubsub.io.encode.json_text`. Every writer goes through it (or
+:func:`note_lines`, which also takes columns).
 
 The compiled publish path writes one row per result change; a pub's rows for one
 subscription net out to one notification (SPEC section 6). ``net_changes`` does
@@ -6,15 +13,73 @@ that merge compiled, and :class:`Notes` keeps the outcome as columns of ids: the
 engine's work ends there. Making one ``Match``/``Change`` object per notification
 costs more than finding it when results change often (about 1.5 µs each), so
 ``Engine.apply_columnar`` hands the columns on and ``to_list`` builds the objects
-for whoever wants them.
+for whoever wants them. ``Notes.json_lines`` writes the columns straight to text,
+each distinct id encoded once, through templates made from ``note_line``'s own
+pieces (the keys and the encoder), so the bytes are the same.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Union
+
 from numba import njit
 
-from .events import Change, Match, Notification
-from .sinks import json_line, json_text
+from .encode import json_line, json_text
+from .events import Id, Time
+
+MATCH_KEYS = ("sub", "t", "object")
+CHANGE_KEYS = ("sub", "t", "added", "removed")
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A range subscription receives a published object."""
+
+    sub: Id
+    t: Time
+    object: Id
+
+    def to_json(self) -> dict:
+        return dict(zip(MATCH_KEYS, (self.sub, self.t, self.object)))
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A kNN/top-k result set changed: ``added`` in new rank order, ``removed`` in old."""
+
+    sub: Id
+    t: Time
+    added: tuple[Id, ...]
+    removed: tuple[Id, ...]
+
+    def to_json(self) -> dict:
+        return dict(zip(CHANGE_KEYS, (self.sub, self.t, list(self.added), list(self.removed))))
+
+
+Notification = Union[Match, Change]
+
+
+def note_line(n: Notification) -> str:
+    """A notification's line in ``notifications.jsonl`` (with its newline)."""
+    return json_line(n.to_json())
+
+
+# The columnar path's pieces, made by the formatter from placeholders rather than
+# written out: a record's line with a %s slot per value, and a list's brackets and
+# separator. A placeholder encodes as "\u0000", which no key and no syntax contains.
+_SLOT = "\x00"
+
+
+def _slotted(value) -> str:
+    """``json_line`` of ``value`` with each placeholder value a ``%s`` slot."""
+    return json_line(value).replace("%", "%%").replace(json_text(_SLOT), "%s")
+
+
+_MATCH_LINE = _slotted(dict.fromkeys(MATCH_KEYS, _SLOT))
+_CHANGE_LINE = _slotted(dict.fromkeys(CHANGE_KEYS, _SLOT))
+_LIST_OPEN, _LIST_SEP, _LIST_CLOSE = json_text([_SLOT, _SLOT]).split(json_text(_SLOT))
 
 
 @njit(cache=True)
@@ -130,8 +195,8 @@ class Notes:
         return out
 
     def json_lines(self) -> list[str]:
-        """The notifications as output lines (``json_text`` of ``to_json`` plus a newline, byte
-        for byte) without making their objects: each distinct id and time is encoded once."""
+        """The notifications as output lines, ``note_line`` of each byte for byte, without
+        making their objects: each distinct id and time is encoded once."""
         memo: dict = {}
 
         def enc(values: list) -> list[str]:
@@ -139,7 +204,7 @@ class Notes:
             for v in values:
                 key = (type(v), v)
                 e = memo.get(key)
-                if e is None:
+                if e is None or e == "0.0" or e == "-0.0":  # 0.0 == -0.0: the key cannot tell them apart
                     e = memo[key] = json_text(v)
                 out.append(e)
             return out
@@ -147,14 +212,15 @@ class Notes:
         subs, times = enc(self.sub.tolist()), enc(self.t.tolist())
         added, removed = enc(self.added.tolist()), enc(self.removed.tolist())
         ao, ro = self.add_off.tolist(), self.rem_off.tolist()
+        join = _LIST_SEP.join
         lines = []
         append = lines.append
         for j, m in enumerate(self.match.tolist()):
             if m:
-                append(f'{{"sub":{subs[j]},"t":{times[j]},"object":{added[ao[j]]}}}\n')
+                append(_MATCH_LINE % (subs[j], times[j], added[ao[j]]))
             else:
-                append(f'{{"sub":{subs[j]},"t":{times[j]},"added":[{",".join(added[ao[j]:ao[j + 1]])}],'
-                       f'"removed":[{",".join(removed[ro[j]:ro[j + 1]])}]}}\n')
+                append(_CHANGE_LINE % (subs[j], times[j], _LIST_OPEN + join(added[ao[j]:ao[j + 1]]) + _LIST_CLOSE,
+                                       _LIST_OPEN + join(removed[ro[j]:ro[j + 1]]) + _LIST_CLOSE))
         return lines
 
 
@@ -190,8 +256,19 @@ class NoteBatch:
         return out
 
     def json_lines(self) -> list[str]:
-        """The output lines of all the notifications, in order (``Notes.json_lines``)."""
+        """The output lines of all the notifications, in order."""
         out: list[str] = []
         for p in self.parts:
-            out.extend([json_line(n.to_json()) for n in p] if isinstance(p, list) else p.json_lines())
+            out.extend(note_lines(p))
         return out
+
+
+AnyNotes = Union[NoteBatch, Notes, Sequence[Notification]]
+
+
+def note_lines(notes: AnyNotes) -> list[str]:
+    """The output lines of what an engine returns: columns (``Notes``, ``NoteBatch``)
+    format themselves, a list of notifications goes through ``note_line``."""
+    if isinstance(notes, (Notes, NoteBatch)):
+        return notes.json_lines()
+    return [note_line(n) for n in notes]

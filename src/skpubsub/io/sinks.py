@@ -6,17 +6,21 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from .events import Notification, Rejection
+from .encode import json_line, json_text
+from .events import Rejection
+from .notifications import Notes, note_lines
+
+__all__ = ["RunWriter", "json_line", "json_text", "rejection_record", "result_record"]
 
 
-def json_text(obj: Any) -> str:
-    """One output record as JSON without its newline (every runtime formats alike)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+def rejection_record(line: int, error: str, raw: str) -> dict:
+    """A line of ``rejected.jsonl``."""
+    return {"line": line, "error": error, "raw": raw}
 
 
-def json_line(obj: Any) -> str:
-    """One output record as a line of a JSON Lines file."""
-    return json_text(obj) + "\n"
+def result_record(sid: Any, ids: list[Any]) -> dict:
+    """A line of ``results.jsonl``: a subscription's result in rank order."""
+    return {"id": sid, "results": ids}
 
 
 class RunWriter:
@@ -30,21 +34,20 @@ class RunWriter:
         self._rejected = open(self.out / "rejected.jsonl", "w", encoding="utf-8")
         self.n_notifications = 0
 
-    def notifications(self, notes: Iterable[Notification]) -> None:
-        """Write ``notes``: Notification objects, or a batch that formats itself
-        (``notes.NoteBatch.json_lines``, columns straight to text)."""
-        lines = notes.json_lines() if hasattr(notes, "json_lines") else [json_line(n.to_json()) for n in notes]
+    def notifications(self, notes: Notes) -> None:
+        """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``)."""
+        lines = note_lines(notes)
         self.n_notifications += len(lines)
         self._notes.writelines(lines)
 
     def rejection(self, r: Rejection) -> None:
-        self._rejected.write(json_line({"line": r.line, "error": r.error, "raw": r.raw}))
+        self._rejected.write(json_line(rejection_record(r.line, r.error, r.raw)))
 
     def finish(self, results: Iterable[tuple[Any, list[Any]]], metrics: dict) -> None:
         self._notes.close()
         self._rejected.close()
         with open(self.out / "results.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(json_line({"id": sid, "results": ids}) for sid, ids in results)
+            f.writelines(json_line(result_record(sid, ids)) for sid, ids in results)
         with open(self.out / "metrics.json", "w", encoding="utf-8") as f:
             json.dump(metrics, f, indent=2)
             f.write("\n")

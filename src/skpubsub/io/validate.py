@@ -15,7 +15,7 @@ import math
 from typing import Any
 
 from ..core.config import Space, Window
-from .events import KINDS, KNN, RANGE, TOPK, Event, Pub, Rejection, Sub, Unsub
+from .events import KINDS, KNN, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, Unsub, op_label
 from .keywords import normalise, normalise_keywords, split_text
 
 MAX_LINE = 1_048_576  # bytes, without the newline
@@ -24,29 +24,64 @@ RAW_SHOWN = 1000  # characters of an over-long line kept in rejected.jsonl
 
 
 class Invalid(ValueError):
-    """An event that breaks SPEC; the message is the rejection reason."""
+    """An event that breaks SPEC; the message is the rejection reason, ``label`` what the
+    event meant to be (:func:`record_label`) when a line that is not JSON still reads."""
+
+    def __init__(self, reason: str, label: str = UNREADABLE) -> None:
+        super().__init__(reason)
+        self.label = label
 
 
-def _no_constants(name: str) -> Any:
-    raise Invalid(f"not JSON: bare {name} is not allowed")
+def record_label(rec: Any) -> str:
+    """What a parsed record meant to be, for the metrics (``op_label`` of its op and kind),
+    whether or not it is valid; ``UNREADABLE`` if it has no string ``op``."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("op"), str):
+        return UNREADABLE
+    kind = rec.get("kind")
+    return op_label(rec["op"], kind if isinstance(kind, str) else None)
+
+
+# The rejection of a bare NaN/Infinity. The prefix is doubled as these rejections have
+# always read (the reason was once raised inside the parse and prefixed again).
+_BARE = "not JSON: not JSON: bare {} is not allowed"
+
+
+def _read(text: str) -> tuple[Any, str | None, list[str]]:
+    """Parse ``text`` once: (value, why it is not JSON or None, the bare constants read).
+    Bare ``NaN``/``Infinity`` read on as floats (so the record still shows its op); the
+    caller rejects them, the first one being the reason whatever breaks after it."""
+    bare: list[str] = []
+
+    def constant(name: str) -> float:
+        bare.append(name)
+        return float(name)
+
+    try:
+        return json.loads(text, parse_constant=constant), None, bare
+    except json.JSONDecodeError as exc:
+        return None, f"not JSON: {exc.msg} at column {exc.colno}", bare
+    except RecursionError:
+        return None, "not JSON: nested too deeply", bare
+    except ValueError as exc:  # e.g. an integer literal over Python's digit limit
+        return None, f"not JSON: {exc}", bare
 
 
 def parse_line(raw: bytes) -> dict:
-    """Decode one line (without its newline) into a JSON object, or raise Invalid."""
+    """Decode one line (without its newline) into a JSON object, or raise Invalid (with the
+    line's ``label`` when it is JSON but for a bad byte or a bare constant)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise Invalid(f"not JSON: invalid UTF-8 at byte {exc.start}") from None
+        value, error, _ = _read(raw.decode("utf-8", "replace"))
+        raise Invalid(f"not JSON: invalid UTF-8 at byte {exc.start}",
+                      UNREADABLE if error else record_label(value)) from None
     if not text.strip():
         raise Invalid("not JSON: blank line")
-    try:
-        value = json.loads(text, parse_constant=_no_constants)
-    except json.JSONDecodeError as exc:
-        raise Invalid(f"not JSON: {exc.msg} at column {exc.colno}") from None
-    except RecursionError:
-        raise Invalid("not JSON: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer literal over Python's digit limit
-        raise Invalid(f"not JSON: {exc}") from None
+    value, error, bare = _read(text)
+    if bare:
+        raise Invalid(_BARE.format(bare[0]), UNREADABLE if error else record_label(value))
+    if error:
+        raise Invalid(error)
     if not isinstance(value, dict):
         raise Invalid(f"not an object: got a JSON {_json_type(value)}")
     return value
@@ -233,7 +268,7 @@ class Gate:
         try:
             rec = parse_line(raw)
         except Invalid as exc:
-            return Rejection(line, str(exc), raw.decode("utf-8", "replace"))
+            return Rejection(line, str(exc), raw.decode("utf-8", "replace"), exc.label)
         return self.admit(rec, line, raw)
 
     def admit(self, rec: Any, seq: int | None = None, raw: bytes | str | None = None) -> Event | Rejection:
@@ -251,7 +286,7 @@ class Gate:
                 text = raw.decode("utf-8", "replace")
             else:
                 text = raw
-            return Rejection(seq, str(exc), text)
+            return Rejection(seq, str(exc), text, record_label(rec))
         self._accept(ev)
         self._seq = seq
         return ev

@@ -23,7 +23,8 @@ from collections import Counter, deque
 from typing import Any
 
 from ..core.config import Window
-from ..io.events import Backfill, Event, Pub, Sub, Tick, Unsub
+from ..engine.messages import Backfill, Tick
+from ..io.events import Event, Pub, Sub, Unsub
 from ..partition.base import Plan
 
 Item = tuple[Any, tuple[int, ...]]  # (event or Tick, seqs of objects that leave first)

@@ -15,7 +15,9 @@ from typing import Any
 
 from ..core.config import Space, Window
 from ..engine.engine import make_engine
-from ..io.events import Adopt, Drop, Match, Notification, Pub
+from ..engine.messages import Adopt, Drop, Tick
+from ..io.events import Pub
+from ..io.notifications import Match, Notification
 from ..partition.base import Plan
 from .dispatcher import Dispatcher
 
@@ -196,8 +198,6 @@ class LocalCluster:
     def results(self) -> list[tuple[Any, list[Any]]]:
         """Final results of every active kNN/top-k subscription, in registration order."""
         if self.last_t is not None:  # bring every worker to the end time (subscription expiries)
-            from ..io.events import Tick
-
             for c in self._conns:
                 c.send(("batch", [(Tick(self.last_seq, self.last_t), ())]))
             for c in self._conns:

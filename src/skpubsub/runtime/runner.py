@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -18,25 +17,6 @@ from ..io.sinks import RunWriter
 from ..io.validate import Gate
 
 BATCH = 2048  # events per engine call
-
-
-def _kind_of(ev: Any) -> str:
-    if isinstance(ev, Sub):
-        return f"sub:{ev.kind}"
-    return "pub" if isinstance(ev, Pub) else "unsub"
-
-
-def _rejected_kind(raw: str) -> str:
-    """op (and kind) of a rejected line when it is readable, else 'unreadable'."""
-    try:
-        rec = json.loads(raw)
-    except (ValueError, RecursionError):
-        return "unreadable"
-    if not isinstance(rec, dict) or not isinstance(rec.get("op"), str):
-        return "unreadable"
-    if rec["op"] == "sub" and isinstance(rec.get("kind"), str):
-        return f"sub:{rec['kind']}"
-    return rec["op"]
 
 
 class _Single:
@@ -133,9 +113,9 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
             if isinstance(ev, Rejection):
                 flush()  # keep rejected.jsonl and notifications in stream order
                 writer.rejection(ev)
-                rejected[_rejected_kind(ev.raw)] += 1
+                rejected[ev.label] += 1
                 continue
-            accepted[_kind_of(ev)] += 1
+            accepted[ev.label] += 1
             batch.append(ev)
             if engine is None:
                 if accepted["pub"] >= init_objects:

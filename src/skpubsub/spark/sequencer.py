@@ -23,11 +23,12 @@ from collections import Counter
 from typing import Any
 
 from ..core.config import Space, Window
-from ..io.events import Pub, Rejection, Tick
+from ..engine.messages import Tick
+from ..io.events import Pub, Rejection
 from ..io.validate import Gate
 from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
-from ..runtime.runner import _kind_of, _rejected_kind, active_subs
+from ..runtime.runner import active_subs
 from ..runtime.dispatcher import Dispatcher
 
 CHUNK = 4096  # routed items per row: rows stay small, calls stay coarse
@@ -71,10 +72,10 @@ class Sequencer:
             self.lines = max(self.lines, line_no)
             ev = self.gate.admit_line(raw, line_no)
             if isinstance(ev, Rejection):
-                self.rejected[_rejected_kind(ev.raw)] += 1
+                self.rejected[ev.label] += 1
                 driver.append(("rejected", ev.line, ev.error, ev.raw))
                 continue
-            self.accepted[_kind_of(ev)] += 1
+            self.accepted[ev.label] += 1
             self.last = (ev.seq, ev.t)
             if self.head is not None:
                 self.head.append(ev)

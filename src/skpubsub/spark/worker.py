@@ -17,8 +17,10 @@ import numpy as np
 
 from ..core.config import Space, Window
 from ..engine.engine import make_engine
-from ..io.events import Match, Sub, Unsub
-from ..io.sinks import json_text
+from ..io.encode import json_text
+from ..io.events import Sub, Unsub
+from ..io.notifications import Match, note_line
+from ..io.sinks import rejection_record, result_record
 from .sequencer import DRIVER, END
 
 # Output row: (worker, kind, seq, reg, line, blob). kind is "notes" (all of a batch's
@@ -58,7 +60,7 @@ class WorkerState:
             if isinstance(ev, Sub):
                 self.reg[ev.id] = ev.seq
             for n in next(outs):
-                lines.append(json_text(n.to_json()))
+                lines.append(note_line(n))
                 seqs.append(seq)
                 regs.append(self.reg[n.sub])
                 match.append(isinstance(n, Match))
@@ -67,7 +69,7 @@ class WorkerState:
         if lines:
             blob = pickle.dumps((np.array(seqs, np.int64), np.array(regs, np.int64), np.array(match, bool)),
                                 protocol=5)
-            rows.insert(0, (self.worker, "notes", 0, 0, "\n".join(lines), blob))
+            rows.insert(0, (self.worker, "notes", 0, 0, "".join(lines)[:-1], blob))  # the lines, less the last "\n"
         self.cpu_seconds = time.process_time() - t0
         return rows
 
@@ -77,7 +79,7 @@ class WorkerState:
         return (self.worker, "stat", 0, 0, json_text(stat), None)
 
     def _results(self) -> list[tuple]:
-        return [(self.worker, "result", 0, self.reg[sid], json_text({"id": sid, "results": ids}), None)
+        return [(self.worker, "result", 0, self.reg[sid], json_text(result_record(sid, ids)), None)
                 for sid, ids in self.engine.all_results()]
 
 
@@ -87,7 +89,7 @@ def driver_rows(entries: list[tuple]) -> list[tuple]:
     for e in entries:
         if e[0] == "rejected":
             _, line, error, raw = e
-            rows.append((DRIVER, "rejected", line, 0, json_text({"line": line, "error": error, "raw": raw}), None))
+            rows.append((DRIVER, "rejected", line, 0, json_text(rejection_record(line, error, raw)), None))
         else:  # "meta" (run totals at the end) or "source" (the sequencer's own timing)
             rows.append((DRIVER, e[0], 0, 0, json_text(e[1]), None))
     return rows

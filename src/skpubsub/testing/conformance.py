@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..core.config import Space, Window
-from ..io.events import Change, Event, Match, Pub, Rejection, Sub, Unsub
+from ..io.events import Event, Pub, Rejection, Sub, Unsub
+from ..io.notifications import Change, Match, note_line
 from ..io.validate import Gate
 from .reference import ReferenceEngine
 
@@ -146,7 +147,10 @@ def _fmt_notes(notes: Sequence[Any]) -> str:
 
 def _fmt_note(n: Any) -> str:
     if isinstance(n, (Match, Change)):
-        return json.dumps(n.to_json(), default=repr)
+        try:
+            return note_line(n).rstrip("\n")  # as notifications.jsonl has it
+        except (TypeError, ValueError):  # an engine's bad value (not JSON): shown as it is
+            return repr(n)
     return repr(n)
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.config import Space, Window
-from ..io.events import KNN, RANGE, Change, Event, Match, Notification, Pub, Sub, Unsub
+from ..io.events import KNN, RANGE, Event, Pub, Sub, Unsub
+from ..io.notifications import Change, Match, Notification
 from ..core.scoring import dist2, object_weight, text_sim, topk_key, unit_weights
 
 

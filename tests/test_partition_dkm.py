@@ -1,4 +1,4 @@
-"""DkM-SKS family of planners (hash, kop, sop, dkm): src/skpubsub/partition/dkm.py."""
+"""DkM-SKS family of planners (hash, kop, sop, dkm): src/skpubsub/partition/dkm/."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PS2Stream hybrid partitioning (planner ``ps2``): src/skpubsub/partition/ps2.py."""
+"""PS2Stream hybrid partitioning (planner ``ps2``): src/skpubsub/partition/ps2/."""
 
 from __future__ import annotations
 

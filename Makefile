@@ -10,7 +10,7 @@ DEMO_DIR ?= demo-out
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,plots,data]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,3 +23,4 @@ test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache .hypothesis
+	find src tests -name '__pycache__' -prune -exec rm -rf {} +  # bytecode and every numba-* kernel cache

@@ -98,6 +98,7 @@ def test_directory_survives_compaction_and_deletes() -> None:
     assert twin.apply(pubs) == eng.apply(pubs)
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("buffer", ["kmax", "cskyband"])
 def test_geonames_all_keyword_knn_workload_is_exact(buffer: str) -> None:
     """Real places and keywords (1-5 per subscription), churn, a time window: aoiq equals the
@@ -158,6 +159,7 @@ def test_batch_probe_finds_what_a_scan_finds() -> None:
         assert len(got) == len(set(got)) and set(got) == want
 
 
+@pytest.mark.soak
 def test_batched_objects_are_exact() -> None:
     """With ``batch``, a run's candidates come from Algorithm 2 before the run, and slots
     refilled in it join every later object's: results equal the reference on every event

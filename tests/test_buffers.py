@@ -33,6 +33,7 @@ def test_random_streams_are_exact_and_prune(index: str, buffer: str, window: str
     assert stats["evictions"] > 20 and stats["refills"] > 20  # else this proves nothing
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("buffer", ["kmax", "skyband", "cskyband"])
 def test_geonames_topk_workload_is_exact(buffer: str) -> None:
     """Real places, dozens of subscriptions per object, churn: the compiled kernel and the

@@ -28,6 +28,7 @@ def test_random_windowed_streams_expire_and_refill_in_the_kernel(window: str) ->
     assert stats["expiry_stops"] == 0 and stats["expiry_misses"] == 0
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("kind,window", [("topk", "count:300"), ("knn", "time:40")])
 def test_geonames_workload_stays_in_the_kernel(kind: str, window: str) -> None:
     """Real places, many subscriptions sharing keywords: one object sits in dozens of

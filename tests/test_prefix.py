@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -94,6 +95,7 @@ def _topk_stream(seed: int) -> Stream:
     return Stream("count:300", None, events, [False] * len(events))
 
 
+@pytest.mark.soak
 def test_geonames_topk_workload_is_exact_and_examines_fewer_candidates() -> None:
     """Real places and keywords, churn, expiry: results equal the reference on every event,
     with fewer candidates than the same index without the filter (a quarter fewer here;

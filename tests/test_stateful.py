@@ -19,6 +19,7 @@ import math
 import os
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -57,6 +58,9 @@ SPACES = st.sampled_from([None, None, Space(-4.0, -2.0, 4.0, 2.0), Space(0.0, 0.
 
 def _num(v: float) -> int | float:
     return int(v) if float(v).is_integer() else v
+
+
+pytestmark = pytest.mark.soak  # every test here is a Hypothesis lockstep run (10-30 s each)
 
 
 class LockstepMachine(RuleBasedStateMachine):

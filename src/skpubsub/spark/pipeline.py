@@ -14,6 +14,7 @@ files.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -257,7 +258,7 @@ def _finish(out: Path, progress: _Progress, start: float, config: dict, index: s
     with open(out / "metrics.json", "w", encoding="utf-8") as f:
         json.dump(metrics, f, indent=2)
         f.write("\n")
-    if metrics["batches"]:
+    if metrics["batches"] and importlib.util.find_spec("matplotlib") is not None:  # the plots extra
         from .plots import plot_batches
 
         plot_batches(metrics["batches"], out / "metrics.png",

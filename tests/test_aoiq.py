@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from skpubsub.core.layouts import Probes
 from skpubsub.bench.workload import WorkloadConfig, generate
 from skpubsub.engine.engine import Engine
 from skpubsub.index.aoiq import probe_room, probe_tokens
@@ -30,7 +31,7 @@ def _engine(theta_u: float = 0.001) -> Engine:
 def _probe(ix, kw_ids) -> set[int]:
     kws = np.array(kw_ids, dtype=np.int64)
     out = np.empty(probe_room(len(kws), ix.directory), dtype=np.int64)
-    n = probe_tokens(kws, *ix.directory, np.empty(len(kws), dtype=np.int64), out)
+    n = probe_tokens(kws, ix.directory, np.empty(len(kws), dtype=np.int64), out)
     return set(out[:n].tolist())
 
 
@@ -145,11 +146,10 @@ def test_batch_probe_finds_what_a_scan_finds() -> None:
     kw = np.concatenate([k for _, _, k in objs]).astype(np.int32)
     m = int(np.diff(kwoff).max())
     toks = np.empty(probe_room(m, ix.directory) + 64 * m, dtype=np.int64)
-    ix._fit(c.capacity - 1)
-    off, cands, examined = batch_probe(
-        np.array([x for x, _, _ in objs]), np.array([y for _, y, _ in objs]), kwoff, kw, ix.n_topk > 0,
-        *ix.directory, toks, np.empty(m, dtype=np.int64), ix.geo, ix.lmax, c.active, ix.epoch, ix.level, ix.box,
-        c.match_all, c.kw_off, c.kw_len, eng.subs.kw.id, ix.stamp, ix.stamp_next, *ix.store.arrays)
+    ix.fit(c.capacity - 1)
+    batch = Probes(np.array([x for x, _, _ in objs]), np.array([y for _, y, _ in objs]), kwoff, kw)
+    off, cands, examined = batch_probe(batch, ix.directory, ix.layout, eng.subs.layout, toks,
+                                       np.empty(m, dtype=np.int64))
     assert examined >= len(cands) > 0
     for q, (x, y, kws) in enumerate(objs):
         want = {s for s in ix.candidates(x, y, kws).tolist()

@@ -246,13 +246,13 @@ def test_detects_older_first_tie_breaking(monkeypatch: pytest.MonkeyPatch) -> No
     from skpubsub.engine import engine as engine_module
     from skpubsub.results import kbest
 
-    def older_first(t, s, obj, key, refs, life):
+    def older_first(t, orec, s, obj, key):
         c = t.cols
         off, n = int(c.res_off[s]), int(c.res_n[s])
         keys = t.res.key[off:off + n]
         if n and np.any(keys == key):  # pretend the new object ranks just before the first tie
             key = float(np.nextafter(key, np.inf))
-        return kbest.insert_newest(t, s, obj, key, refs, life)
+        return kbest.insert_newest(t, orec, s, obj, key)
 
     monkeypatch.setattr(engine_module, "insert_newest", older_first)
     _first_failure(engine_factory("grid", grid=8), limit=300)

@@ -9,6 +9,7 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from skpubsub.core.layouts import Rows, note_cols
 from skpubsub.engine.engine import Engine
 from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, net_changes, note_line, note_lines
 from skpubsub.testing.conformance import validate
@@ -52,11 +53,9 @@ def _columnar(rows, oseq):
     n = len(rows)
     I, S, A, D = (np.array([r[c] for r in rows], dtype=np.int64) for c in range(4))
     KA, KD = (np.array([r[c] for r in rows], dtype=np.float64) for c in (4, 5))
-    n_i, n_s = np.empty(n, np.int64), np.empty(n, np.int64)
-    n_match = np.empty(n, np.bool_)
-    ao, ro = np.empty(n + 1, np.int64), np.empty(n + 1, np.int64)
-    ab, rb = np.empty(n, np.int64), np.empty(n, np.int64)
-    c = net_changes(I, S, A, D, KA, KD, oseq, n_i, n_s, n_match, ao, ab, ro, rb, np.empty(2 * n))
+    out = note_cols(n)
+    c = net_changes(Rows(I, S, A, D, KA, KD, np.zeros(n, np.int8)), oseq, out, np.empty(2 * n))
+    n_i, n_s, n_match, ao, ab, ro, rb = out
     return [(int(n_i[j]), int(n_s[j]), bool(n_match[j]), ab[ao[j]:ao[j + 1]].tolist(), rb[ro[j]:ro[j + 1]].tolist())
             for j in range(c)]
 

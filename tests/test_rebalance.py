@@ -92,7 +92,7 @@ def test_a_skewed_plan_comes_back_within_sigma_on_real_data(window: str, m: int)
     adjustment periods the Def. 3 loads satisfy L_max / L_min <= sigma, and every
     notification equals the single engine's."""
     from skpubsub.bench.workload import WorkloadConfig, generate
-    from skpubsub.engine.engine import make_engine
+    from skpubsub.runtime.engines import make_engine
 
     cfg = WorkloadConfig(dataset="geonames-cities", objects=6000, subscriptions=2500, kind="knn", match="any",
                          sub_rate=0, unsub_rate=0, seed=3)  # more subscriptions than the tables' first capacity
@@ -116,7 +116,7 @@ def test_a_skewed_plan_comes_back_within_sigma_on_real_data(window: str, m: int)
 def test_an_adopted_subscription_keeps_its_results_past_the_tables_capacity(index: str) -> None:
     """Export from one engine, adopt in another already holding more subscriptions than
     its tables' first capacity: the same results, and the index follows them."""
-    from skpubsub.engine.engine import make_engine
+    from skpubsub.runtime.engines import make_engine
     from skpubsub.engine.messages import Adopt
     from skpubsub.io.events import Pub, Sub
 

@@ -7,14 +7,14 @@ import pickle
 
 import pytest
 
-from skpubsub.engine.engine import make_engine
+from skpubsub.runtime.engines import make_engine
 from skpubsub.io.events import Rejection
 from skpubsub.io.validate import Gate
 from skpubsub.testing.reference import ReferenceEngine
 from skpubsub.testing.streams import random_stream
 
 
-@pytest.mark.parametrize("index", ["dkm", "grid", "igpt"])
+@pytest.mark.parametrize("index", ["dkm", "grid", "igpt", "aoiq"])  # every index class
 def test_a_restored_engine_goes_on_like_the_reference(index: str) -> None:
     for seed in range(60):
         s = random_stream(seed, n_events=(60, 200))
@@ -54,7 +54,7 @@ def test_a_full_sweep_drops_every_stale_entry_and_keeps_results(index: str) -> N
         half = len(evs) // 2
         assert engine.apply(evs[:half]) == ref.apply(evs[:half]), seed
         ix = engine.index
-        _compact_all(*ix.store.arrays, ix.epoch, ix.level, ix.box, ix.subs.cols.active, ix.lmax)
+        _compact_all(ix.layout, ix.subs.cols.active)
         assert ix.store.entries == ix.live_entries, seed
         engine._check()
         assert engine.apply(evs[half:]) == ref.apply(evs[half:]), seed

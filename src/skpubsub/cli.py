@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 from .core.config import Space, Window
-from .engine.engine import known_indexes, unknown_index
+from .index.registry import unknown_index
+from .runtime.engines import known_indexes
 from .store.subscriptions import BUFFERS
 
 PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import Space, Window
-from ..engine.engine import make_engine
+from ..runtime.engines import make_engine
 from ..index import INDEXES
 from ..io.events import Pub, Rejection, Sub, Unsub
 from ..io.lines import read_lines

@@ -68,10 +68,42 @@ class Columns:
         self.reserve(self.capacity * 2)
 
     @property
+    def records(self) -> np.ndarray:
+        """The record array whose fields the columns are (``record=True``): what kernels take."""
+        return self._rec
+
+    @property
     def nbytes(self) -> int:
         if self._rec is not None:
             return self._rec.nbytes
         return sum(getattr(self, name).nbytes for name in self._spec)
+
+    def _check(self) -> None:
+        """Assert the table's invariants (a test helper, O(capacity)), for tables that use
+        ``add``/``free`` (igpt's arenas and the plain grid's ``where`` set ``top`` by hand and
+        keep no count): ``top`` within the capacity; the free list inside ``top``, without
+        duplicates; ``count`` the slots in use; a free slot, and every slot past ``top``, at
+        its fill values (``free`` clears a slot)."""
+        assert 0 <= self.top <= self.capacity, ("top out of range", self.top, self.capacity)
+        free = np.asarray(self._free, dtype=np.int64)
+        assert np.all((free >= 0) & (free < self.top)), "a free slot at or past top"
+        assert len(np.unique(free)) == len(free), "a slot freed twice"
+        assert self.count == self.top - len(free), ("count", self.count, self.top, len(free))
+        unused = np.zeros(self.capacity, dtype=np.bool_)
+        unused[self.top:] = True
+        unused[free] = True
+        if self._rec is not None:  # fast path: the records' bytes against a fill record's
+            assert len(self._rec) == self.capacity, "record array length"
+            fill = np.zeros(1, dtype=self._rec.dtype)  # padding zero, as in every record
+            for name, (_, f) in self._spec.items():
+                fill[name] = f
+            raw = self._rec.view(np.uint8).reshape(self.capacity, -1)
+            if (raw[unused] == fill.view(np.uint8)).all():
+                return  # else the columns below say which field (or that only bytes differ)
+        for name, (_, fill) in self._spec.items():
+            col = getattr(self, name)
+            assert len(col) == self.capacity, ("column length", name)
+            assert np.all(col[unused] == fill), ("a free or unused slot not at its fill value", name)
 
     def __getstate__(self) -> dict:
         state = _used_state(self)
@@ -161,6 +193,27 @@ class SegmentPool:
     def nbytes(self) -> int:
         return sum(getattr(self, name).nbytes for name in self._spec)
 
+    def _check(self, off: np.ndarray, n: np.ndarray) -> None:
+        """Assert the pool's invariants (a test helper), given the offsets ``off`` and
+        lengths ``n`` of the segments in use: they and the free segments lie inside ``top``,
+        never overlap, and tile ``[0, top)`` exactly (a segment is bump-allocated once, then
+        in use or free under its own length); ``used`` is the total length in use."""
+        assert 0 <= self.top <= self.capacity, ("top out of range", self.top, self.capacity)
+        for name in self._spec:
+            assert len(getattr(self, name)) == self.capacity, ("column length", name)
+        off, n = np.asarray(off, dtype=np.int64), np.asarray(n, dtype=np.int64)
+        assert int(n.sum()) == self.used, ("used", self.used, int(n.sum()))
+        spare = [(np.asarray(offs, dtype=np.int64), np.full(len(offs), size, dtype=np.int64))
+                 for size, offs in self._free.items()]
+        off = np.concatenate([off, *(o for o, _ in spare)])
+        ln = np.concatenate([n, *(s for _, s in spare)])
+        assert np.all(ln > 0), "an empty segment"
+        order = np.argsort(off, kind="stable")
+        off, end = off[order], off[order] + ln[order]
+        assert len(off) == 0 or (off[0] >= 0 and end[-1] <= self.top), "a segment outside [0, top)"
+        assert np.all(end[:-1] <= off[1:]), "segments overlap (in use, free, or both)"
+        assert int(ln.sum()) == self.top, ("segments do not tile [0, top): space lost", int(ln.sum()), self.top)
+
     def __getstate__(self) -> dict:
         return _used_state(self)
 
@@ -195,4 +248,20 @@ def grow_ids(ids: np.ndarray, slot: int) -> np.ndarray:
         return ids
     out = np.empty(max(16, 2 * len(ids), slot + 1), dtype=object)
     out[: len(ids)] = ids
+    return out
+
+
+def segment_items(off: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pool indices of segments (offsets ``off``, lengths ``n``) one after another, and
+    for each the index of its segment (a test helper for the tables' ``_check``)."""
+    n = np.asarray(n, dtype=np.int64)
+    owner = np.repeat(np.arange(len(n)), n)
+    start = np.repeat(np.asarray(off, dtype=np.int64) - (np.cumsum(n) - n), n)
+    return start + np.arange(int(n.sum())), owner
+
+
+def grown(a: np.ndarray, capacity: int, fill) -> np.ndarray:
+    """A copy of ``a`` with room for ``capacity`` items, the new ones at ``fill``."""
+    out = np.full(capacity, fill, dtype=a.dtype)
+    out[: len(a)] = a
     return out

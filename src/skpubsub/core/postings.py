@@ -5,8 +5,8 @@ scan finds it invalid (its subscription's epoch moved on, or its region no
 longer covers the posting's cell), so deleting or shrinking a subscription costs
 nothing at the time. Scans compact the list they read in place.
 
-All arrays live in :class:`PostingStore`; the ``@njit`` functions take them as
-arguments. Kernels never allocate: Python grows the arrays (``reserve``) before
+All arrays live in :class:`PostingStore`; the ``@njit`` functions take them bundled
+(:class:`skpubsub.core.layouts.Postings`, ``store.arrays``). Kernels never allocate: Python grows the arrays (``reserve``) before
 a call that may append.
 """
 
@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from .columns import grown
+from .layouts import Postings, cached
 
 B = 8  # entries per block (small: most lists are short; unused block space is waste)
 EMPTY = np.int64(-(2**62))  # an unused hash slot
@@ -46,32 +49,42 @@ class PostingStore:
         need_p = int(m[M_POSTINGS]) + postings
         if need_p > len(self.p_head):
             cap = max(need_p, 2 * len(self.p_head))
-            self.p_head = _grown(self.p_head, cap, -1)
-            self.p_tail = _grown(self.p_tail, cap, -1)
-            self.p_fill = _grown(self.p_fill, cap, 0)
-            self.p_key = _grown(self.p_key, cap, 0)
-            self.p_free = _grown(self.p_free, cap, 0)
+            self.p_head = grown(self.p_head, cap, -1)
+            self.p_tail = grown(self.p_tail, cap, -1)
+            self.p_fill = grown(self.p_fill, cap, 0)
+            self.p_key = grown(self.p_key, cap, 0)
+            self.p_free = grown(self.p_free, cap, 0)
         if 2 * (int(m[M_KEYS]) + postings) > len(self.h_keys):
             cap = len(self.h_keys)
             while 2 * (int(m[M_KEYS]) + postings) > cap:
                 cap *= 2
             keys = np.full(cap, EMPTY, dtype=np.int64)
             vals = np.full(cap, -1, dtype=np.int32)
-            _rehash(self.h_keys, self.h_vals, keys, vals)
+            rehash(self.h_keys, self.h_vals, keys, vals)
             self.h_keys, self.h_vals = keys, vals
         # Each list may need a fresh tail block, plus one block per B entries.
         need_b = postings + entries // B + 1
         free = int(m[M_FREE_TOP]) + len(self.blk_next) - int(m[M_NEXT_BLOCK])
         if need_b > free:
             cap = max(len(self.blk_next) + need_b - free, 2 * len(self.blk_next))
-            self.blk_next = _grown(self.blk_next, cap, -1)
-            self.blk_data = _grown(self.blk_data, cap * B, 0)
-            self.blk_free = _grown(self.blk_free, cap, 0)
+            self.blk_next = grown(self.blk_next, cap, -1)
+            self.blk_data = grown(self.blk_data, cap * B, 0)
+            self.blk_free = grown(self.blk_free, cap, 0)
 
     @property
-    def arrays(self) -> tuple:
-        return (self.h_keys, self.h_vals, self.p_head, self.p_tail, self.p_fill, self.p_key, self.p_free,
-                self.blk_next, self.blk_data, self.blk_free, self.meta)
+    def arrays(self) -> Postings:
+        """The store as the kernels take it (built again after growth replaced arrays)."""
+        return self._layouts()[0]
+
+    @property
+    def plain(self) -> tuple:
+        """``arrays`` as a plain tuple (``layouts.plain``)."""
+        return self._layouts()[1]
+
+    def _layouts(self) -> tuple[Postings, tuple]:
+        return cached(self, (len(self.h_keys), len(self.p_head), len(self.blk_next)), lambda: Postings(
+            self.h_keys, self.h_vals, self.p_head, self.p_tail, self.p_fill, self.p_key, self.p_free, self.blk_next,
+            self.blk_data, self.blk_free, self.meta))
 
     @property
     def entries(self) -> int:
@@ -81,15 +94,124 @@ class PostingStore:
     def nbytes(self) -> int:
         return sum(a.nbytes for a in self.arrays)
 
+    def _check(self) -> None:
+        """Assert the store's invariants (a test helper: plain NumPy over the arrays, O(size)).
 
-def _grown(a: np.ndarray, cap: int, fill) -> np.ndarray:
-    out = np.full(cap, fill, dtype=a.dtype)
-    out[: len(a)] = a
-    return out
+        The hash table holds exactly the live lists' keys, each once and findable by
+        probing (no EMPTY slot between its home and its slot) and naming its list; an EMPTY
+        slot has value -1 and at least half the table is EMPTY (``reserve``'s rule). A list
+        id below ``M_POSTINGS`` is either live (a head) or on the free stack, never both; a
+        live list's chain of distinct blocks ends at its ``p_tail`` with ``p_fill`` in 1..B
+        (an emptied list is freed, never kept empty). A block below ``M_NEXT_BLOCK`` is in
+        exactly one chain or on the free stack. ``meta``'s counts (lists, keys, entries,
+        free tops) agree with all that."""
+        m = self.meta
+        n_post, free_top, next_block = int(m[M_POSTINGS]), int(m[M_FREE_TOP]), int(m[M_NEXT_BLOCK])
+        n_keys, n_entries, pfree_top = int(m[M_KEYS]), int(m[M_ENTRIES]), int(m[M_PFREE_TOP])
+        cap = len(self.h_keys)
+        assert cap > 0 and cap & (cap - 1) == 0, ("hash table size not a power of two", cap)
+        assert len(self.h_vals) == cap
+        npl = len(self.p_head)
+        assert all(len(a) == npl for a in (self.p_tail, self.p_fill, self.p_key, self.p_free)), "list arrays"
+        nb = len(self.blk_next)
+        assert len(self.blk_data) == nb * B and len(self.blk_free) == nb, "block arrays"
+        assert 0 <= n_post <= npl and 0 <= pfree_top <= n_post, ("list counters", n_post, pfree_top, npl)
+        assert 0 <= next_block <= nb and 0 <= free_top <= next_block, ("block counters", next_block, free_top, nb)
+        # the hash table
+        empty = self.h_keys == EMPTY
+        used = np.flatnonzero(~empty)
+        assert np.array_equal(self.h_vals == -1, empty), "an EMPTY hash slot has a value (or a key has none)"
+        assert len(used) == n_keys, ("meta keys", n_keys, len(used))
+        assert 2 * n_keys <= cap, ("hash table over half full", n_keys, cap)
+        keys, vals = self.h_keys[used], self.h_vals[used]
+        assert len(np.unique(keys)) == len(keys), "a key in two hash slots"
+        assert len(np.unique(vals)) == len(vals), "a list id under two keys"
+        assert np.all((vals >= 0) & (vals < n_post)), "a key names a list id out of range"
+        assert np.array_equal(self.p_key[vals], keys), "p_key disagrees with the hash table"
+        # linear probing from the key's home (slot_of's Fibonacci hash, the low bits of the
+        # wrapped product) meets no EMPTY slot before the key's own
+        mask = cap - 1
+        home = ((keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & np.uint64(mask)).astype(np.int64)
+        dist = (used - home) & mask
+        far = dist > 0
+        if far.any():  # the first EMPTY slot at or after the home (cyclically) lies past the key
+            holes = np.flatnonzero(empty)
+            j = np.searchsorted(holes, home[far])
+            gap = np.where(j < len(holes), holes[np.minimum(j, len(holes) - 1)] - home[far], holes[0] + cap - home[far])
+            assert np.all(gap > dist[far]), "a key not reachable by probing from its home"
+        for i in used[[0, -1]].tolist() if len(used) else ():  # the replica above agrees with the kernels' probe
+            assert lookup(self.h_keys, self.h_vals, self.h_keys[i]) == self.h_vals[i], ("lookup", int(self.h_keys[i]))
+        # lists: live (a head) or freed, and the live ones exactly the hash table's values
+        head = self.p_head[:n_post]
+        live = np.flatnonzero(head >= 0)
+        assert np.array_equal(np.sort(vals), live), "live lists differ from the lists the hash table names"
+        freed = self.p_free[:pfree_top]
+        assert len(np.unique(freed)) == len(freed), "a list id freed twice"
+        assert np.all((freed >= 0) & (freed < n_post)), "a freed list id out of range"
+        assert np.all(head[freed] == -1) and np.all(self.p_tail[freed] == -1) and np.all(self.p_fill[freed] == 0), \
+            "a freed list still has blocks"
+        assert len(live) + len(freed) == n_post, ("list ids leaked (neither live nor freed)", n_post, len(live),
+                                                  len(freed))
+        # block chains, walked for every live list at once
+        blk, blk_list, blk_pos, last = self._chains(live, next_block)
+        assert len(np.unique(blk)) == len(blk), "a block in two chains (or twice in one)"
+        assert np.array_equal(last, self.p_tail[live]), "a chain does not end at its p_tail"
+        fill = self.p_fill[live]
+        assert np.all((fill >= 1) & (fill <= B)), "a tail fill out of 1..B"
+        length = np.bincount(blk_list, minlength=len(live)) if len(live) else np.zeros(0, dtype=np.int64)
+        assert int(((length - 1) * B + fill).sum()) == n_entries, ("meta entries", n_entries)
+        free = self.blk_free[:free_top]
+        assert len(np.unique(free)) == len(free), "a block freed twice"
+        assert np.all((free >= 0) & (free < next_block)), "a freed block out of range"
+        assert not np.isin(free, blk).any(), "a block both in a chain and on the free stack"
+        assert len(blk) + free_top == next_block, "blocks leaked (neither in a chain nor free)"
+
+    def _chains(self, lists: np.ndarray, next_block: int) -> tuple[np.ndarray, ...]:
+        """The blocks of the chains of ``lists`` (live ids), walked side by side: (block, index
+        of its list in ``lists``, position in its chain) in chain order per list, and each
+        list's last block. Asserts every block is below ``next_block`` and no chain cycles."""
+        cur = self.p_head[lists].astype(np.int64)
+        at = np.arange(len(lists))
+        last = np.full(len(lists), -1, dtype=np.int64)
+        blks, owners, poss = [], [], []
+        pos = 0
+        while len(at):
+            assert pos <= next_block, "a chain cycles"
+            b = cur[at]
+            assert np.all(b < next_block), "a chain reaches an unallocated block"
+            blks.append(b)
+            owners.append(at)
+            poss.append(np.full(len(at), pos))
+            last[at] = b
+            cur[at] = self.blk_next[b]
+            at = at[cur[at] >= 0]
+            pos += 1
+        if not blks:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty, last
+        blk, owner, position = np.concatenate(blks), np.concatenate(owners), np.concatenate(poss)
+        order = np.lexsort((position, owner))
+        return blk[order], owner[order], position[order], last
+
+    def _flat(self) -> tuple[np.ndarray, np.ndarray]:
+        """(key, entry) of every entry, list by list in chain order (a test helper, O(size))."""
+        live = np.flatnonzero(self.p_head[: int(self.meta[M_POSTINGS])] >= 0)
+        blk, owner, _, last = self._chains(live, int(self.meta[M_NEXT_BLOCK]))
+        count = np.where(blk == last[owner], self.p_fill[live][owner], B)
+        slots = (blk[:, None] * B + np.arange(B)[None, :])[np.arange(B)[None, :] < count[:, None]]
+        return np.repeat(self.p_key[live][owner], count), self.blk_data[slots]
+
+    def _contents(self) -> dict[int, np.ndarray]:
+        """Every list's entries in order, by key (a test helper)."""
+        keys, ents = self._flat()
+        if not len(keys):
+            return {}
+        cut = np.flatnonzero(np.diff(keys)) + 1  # _flat keeps each list's entries together
+        return {int(k[0]): e for k, e in zip(np.split(keys, cut), np.split(ents, cut))}
 
 
 @njit(cache=True)
-def _slot_of(h_keys, key):
+def slot_of(h_keys, key):
     mask = len(h_keys) - 1
     i = (key * 0x9E3779B97F4A7C15) & mask  # Fibonacci hashing (wraps in int64)
     while True:
@@ -103,7 +225,7 @@ def _slot_of(h_keys, key):
 def _delete_key(h_keys, h_vals, key):
     """Remove ``key`` (present) by backward-shift deletion, keeping probe chains intact."""
     mask = len(h_keys) - 1
-    i = _slot_of(h_keys, key)
+    i = slot_of(h_keys, key)
     j = i
     while True:
         j = (j + 1) & mask
@@ -122,10 +244,10 @@ def _delete_key(h_keys, h_vals, key):
 
 
 @njit(cache=True)
-def _rehash(old_keys, old_vals, keys, vals):
+def rehash(old_keys, old_vals, keys, vals):
     for i in range(len(old_keys)):
         if old_keys[i] != EMPTY:
-            j = _slot_of(keys, old_keys[i])
+            j = slot_of(keys, old_keys[i])
             keys[j] = old_keys[i]
             vals[j] = old_vals[i]
 
@@ -133,7 +255,7 @@ def _rehash(old_keys, old_vals, keys, vals):
 @njit(cache=True)
 def lookup(h_keys, h_vals, key):
     """Posting id of ``key`` or -1: O(1) expected."""
-    i = _slot_of(h_keys, key)
+    i = slot_of(h_keys, key)
     if h_keys[i] == EMPTY:
         return -1
     return h_vals[i]
@@ -152,9 +274,11 @@ def _new_block(blk_next, blk_free, meta):
 
 
 @njit(cache=True)
-def append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, key, entry):
-    """Append ``entry`` to the list of ``key`` (created if absent). Capacity reserved by the caller."""
-    i = _slot_of(h_keys, key)
+def append(st, key, entry):
+    """Append ``entry`` to the list of ``key`` (created if absent) in store ``st`` (a
+    ``Postings``, or the same as a plain tuple). Capacity reserved by the caller."""
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta = st
+    i = slot_of(h_keys, key)
     if h_keys[i] == EMPTY:
         if meta[M_PFREE_TOP] > 0:
             meta[M_PFREE_TOP] -= 1
@@ -211,10 +335,12 @@ def keep(e, wb, wi, blk_next, blk_data):
 
 
 @njit(cache=True)
-def truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free, meta,
-             dropped):
-    """End list ``p`` at write cursor (block ``wb``, index ``wi``) after an in-place compaction;
-    an emptied list gives back its blocks, its key and its id."""
+def truncate(st, p, wb, wi, dropped):
+    """End list ``p`` of store ``st`` at write cursor (block ``wb``, index ``wi``) after an
+    in-place compaction that dropped ``dropped`` entries; an emptied list gives back its
+    blocks, its key and its id."""
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key = st.h_keys, st.h_vals, st.p_head, st.p_tail, st.p_fill, st.p_key
+    p_free, blk_next, blk_free, meta = st.p_free, st.blk_next, st.blk_free, st.meta
     meta[M_ENTRIES] -= dropped
     if wb < 0 or (wi == 0 and wb == p_head[p]):
         _free_chain(p_head[p], blk_next, blk_free, meta)

@@ -9,24 +9,24 @@ index only filters, and candidates are verified here, vectorised per object.
 
 from __future__ import annotations
 
-import heapq
 import math
 import time
-from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
+from ..core.clock import WindowClock
 from ..core.config import Space, Window
-from ..index import INDEXES
+from ..core.layouts import Heap, heap
+from ..core.vocab import Vocabulary
+from ..index.registry import check_parameters, make_index
 from ..io.events import RANGE, Event, Pub, Sub, Unsub
 from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import insert_newest, remove
-from ..results.refill import POOL, refill
+from ..results.refill import POOL, refill_of
 from ..store.objects import AliveStore, ObjectTable
 from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable
-from ..core.vocab import Vocabulary
 from .messages import Adopt, Backfill, Drop, Tick
 
 
@@ -49,8 +49,7 @@ class Engine:
                  index: str = "grid", kmax: float | None = None, buffer: str = "kmax",
                  external_expiry: bool = False,
                  **index_params: Any) -> None:
-        if index not in INDEXES:
-            raise ValueError(unknown_index(index))
+        check_parameters(index, index_params)
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
         self.maxdist = self.space.maxdist
@@ -62,12 +61,10 @@ class Engine:
         self.buffer = buffer
         self.objs = ObjectTable()
         self.alive = AliveStore(self.objs)
-        self.index = INDEXES[index](self.subs, self.vocab, self.space, **index_params)
+        self.index = make_index(index, self.subs, self.vocab, self.space, **index_params)
         self.name = index
-        self.compiled = getattr(self.index, "compiled", False)
-        self._sub_expiry: list[tuple[float, int, int]] = []  # (expires, seq, slot)
-        self._obj_expiry: list[tuple[float, int, int]] = []  # time window: (expiry, seq, slot)
-        self._fifo: deque[int] = deque()  # count window: alive slots, oldest first
+        self.compiled = self.index.compiled
+        self.clock = WindowClock(self.window)  # subscription slots and object slots leave by it
         self._holders: dict[int, list[int]] = {}  # object slot -> sub slots that took it (lazy; plain index)
         # expired: objects that left the window; expiry_seconds: time the plain path spent on
         # those that some result held. A compiled index's kernel removes held objects from
@@ -84,13 +81,9 @@ class Engine:
         self._matches: list[tuple[int, int]] = []
         self._unref: set[int] = set()
         self._mark = np.zeros(0, dtype=np.bool_)  # keyword id -> carried by the object being verified
-        # Compiled publish path (fastpath.py): objects it expired.
-        self._dead: list[int] = []
-        self._ostamp = np.zeros(0, dtype=np.int64)  # object slot -> last refill that read it
-        self._ostamp_next = np.zeros(1, dtype=np.int64)
-        self._cands = (np.empty(0), np.empty(0), np.empty(0, dtype=np.int64))  # refill scratch
+        self._heap = heap(0)  # refill scratch
         self.external = external_expiry
-        self._alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
+        self.alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
@@ -102,9 +95,9 @@ class Engine:
         out = NoteBatch()
         if not self.compiled:
             for ev in events:
-                out.extend(self._apply(ev))
+                out.extend(self.apply_one(ev))
             return out
-        from .kernel import publish_pubs
+        from .driver import publish_pubs
 
         run: list[Pub] = []
         for ev in events:
@@ -114,7 +107,7 @@ class Engine:
             if run:
                 publish_pubs(self, run, out)
                 run = []
-            out.extend(self._apply(ev))
+            out.extend(self.apply_one(ev))
         if run:
             publish_pubs(self, run, out)
         self.index.refresh(self.stats["objects"])
@@ -133,7 +126,7 @@ class Engine:
                 j = i
                 while j < len(items) and isinstance(items[j][0], Pub):
                     j += 1
-                from .kernel import publish_pubs
+                from .driver import publish_pubs
 
                 notes: list[Notification] = []
                 tags: list[int] = []
@@ -143,47 +136,46 @@ class Engine:
                 i = j
                 continue
             if isinstance(ev, Backfill):
-                o = self._add_object(ev.pub)
+                o = self.add_object(ev.pub)
                 self.stats["objects"] -= 1  # not a publication here
                 self.alive.add(o, self.objs.keywords(o).tolist())
-                self._alive_by_seq[ev.pub.seq] = o
+                self.alive_by_seq[ev.pub.seq] = o
             elif isinstance(ev, Drop):
                 self._drop(self.subs.slot_of[ev.id])
-                self._free_unreferenced()
+                self.free_unreferenced()
             elif isinstance(ev, Adopt):
                 self._adopt(ev)
             else:
-                out[i] = self._apply(ev, expire=expire)
+                out[i] = self.apply_one(ev, expire=expire)
             i += 1
         if compiled:
             self.index.refresh(self.stats["objects"])
         return out
 
-    def _apply(self, ev: Event | Tick, slot: int | None = None, expire: tuple[int, ...] = ()) -> list[Notification]:
-        """One event on the plain path (``slot``: the pub's object, if already added)."""
+    def apply_one(self, ev: Event | Tick, slot: int | None = None, expire: tuple[int, ...] = ()) -> list[Notification]:
+        """One event on the plain path (``slot``: the pub's object, if already added;
+        ``expire``: under external expiry, the seqs of the objects that leave first)."""
         now = float(ev.t)
         self._expire_subs(now)
-        if self.external:
-            gone = [self._alive_by_seq.pop(q) for q in expire]
-            if gone:
-                self._expire_objects(gone)
-        elif self.window.kind == "time":
-            gone = []
-            while self._obj_expiry and self._obj_expiry[0][0] <= now:
-                gone.append(heapq.heappop(self._obj_expiry)[2])
-            if gone:
-                self._expire_objects(gone)
+        gone = [self.alive_by_seq.pop(q) for q in expire] if self.external else self.clock.leaving(now)
+        if gone:
+            self._expire_objects(gone)
         if isinstance(ev, Pub):
-            self._publish(ev, self._add_object(ev) if slot is None else slot)
+            self._publish(ev, self.add_object(ev) if slot is None else slot)
         elif isinstance(ev, Sub):
             self._subscribe(ev)
         elif isinstance(ev, Unsub):
             self._drop(self.subs.slot_of[ev.id])
         out = self._notifications(ev.t)
-        self._free_unreferenced()
+        self.free_unreferenced()
         return out
 
-    def _free_unreferenced(self) -> None:
+    def forget(self, objs: Iterable[int]) -> None:
+        """Objects that may have lost their last reference: freed by ``free_unreferenced``."""
+        self._unref.update(objs)
+
+    def free_unreferenced(self) -> None:
+        """Free the forgotten objects that are neither alive nor held by a result."""
         for o in self._unref:
             if self.objs.cols.refs[o] == 0 and not self.objs.cols.alive[o]:
                 self.objs.free(o)
@@ -214,7 +206,7 @@ class Engine:
         if sub.kind != RANGE and not self.window.retains:  # offered like new objects: the index follows
             one = np.array([s], dtype=np.int64)
             for pub in sorted(ev.held, key=lambda p: p.seq):
-                o = self._add_object(pub)
+                o = self.add_object(pub)
                 self.stats["objects"] -= 1  # not a publication here
                 kw_arr = self.objs.keywords(o)
                 if len(self._mark) < len(self.vocab):
@@ -223,11 +215,10 @@ class Engine:
                 self._verify(o, pub.x, pub.y, kw_arr, one)
                 self._mark[kw_arr] = False
                 self._unref.add(o)
-        if sub.expires is not None:
-            heapq.heappush(self._sub_expiry, (sub.expires, sub.seq, s))
+        self.clock.subscribe(sub.expires, sub.seq, s)
         self._old.clear()  # silent: its subscriber saw these results already
         self._matches.clear()
-        self._free_unreferenced()
+        self.free_unreferenced()
 
     def _touch(self, s: int) -> None:
         """Remember a result before its first change in this event (for the net diff)."""
@@ -260,13 +251,11 @@ class Engine:
             self._touch(s)
             self._refill(s)
         self.index.insert(s)
-        if ev.expires is not None:
-            heapq.heappush(self._sub_expiry, (ev.expires, ev.seq, s))
+        self.clock.subscribe(ev.expires, ev.seq, s)
 
     def _expire_subs(self, now: float) -> None:
-        h, c = self._sub_expiry, self.subs.cols
-        while h and h[0][0] <= now:
-            _, seq, s = heapq.heappop(h)
+        c = self.subs.cols
+        for seq, s in self.clock.subs_ending(now):
             if c.seq[s] == seq:  # not already unsubscribed
                 self._drop(s)
 
@@ -289,32 +278,26 @@ class Engine:
             self._holders.setdefault(o, []).append(s)
 
     # -- objects -----------------------------------------------------------------------
-    def _add_object(self, ev: Pub) -> int:
+    def add_object(self, ev: Pub) -> int:
         """The object's slot in the table (alive under a retaining window); O(keywords)."""
         self.stats["objects"] += 1
         kw = self.vocab.ids(ev.keywords)
         self.vocab.count(kw)
-        w = self.window
-        expiry = math.inf
-        if w.kind == "time":
-            expiry = ev.expires if ev.expires is not None else float(ev.t) + w.span
-        elif w.kind == "count":  # what orders departures: the k-skyband's dominance reads it
-            expiry = float(ev.seq)
-        return self.objs.add(ev, kw, expiry, alive=w.retains)
+        expiry = self.clock.expiry(float(ev.t), ev.expires, ev.seq)
+        return self.objs.add(ev, kw, expiry, alive=self.window.retains)
 
     def _publish(self, ev: Pub, o: int) -> None:
         w = self.window
-        if w.kind == "count" and len(self._fifo) == w.n and not self.external:
-            self._expire_objects([self._fifo.popleft()])  # the oldest leaves as this one arrives
+        if self.external:
+            if w.retains:
+                self.alive_by_seq[ev.seq] = o
+        else:
+            gone = self.clock.arrive(o, ev.seq, float(self.objs.cols.expiry[o]))
+            if gone:  # the oldest leaves as this one arrives (count window)
+                self._expire_objects(gone)
         kw_arr = self.objs.keywords(o)
         if w.retains:
             self.alive.add(o, kw_arr.tolist())
-            if self.external:
-                self._alive_by_seq[ev.seq] = o
-            elif w.kind == "count":
-                self._fifo.append(o)
-            else:
-                heapq.heappush(self._obj_expiry, (float(self.objs.cols.expiry[o]), ev.seq, o))
         cand = self.index.candidates(ev.x, ev.y, kw_arr)
         self.stats["candidates"] += len(cand)
         if len(cand):
@@ -353,33 +336,42 @@ class Engine:
             key[top] = -(alpha * ssim + (1.0 - alpha) * tsim)  # scoring.topk_key
         enter = key <= c.kth[cs]
         self.stats["affected"] += int((rng & ok & inside).sum()) + int(enter.sum())
-        refs, life = self.objs.cols.refs, self.objs.cols.expiry
+        orec = self.objs.cols.records
         for s, k in zip(cs[enter].tolist(), key[enter].tolist()):
             self._touch(s)
             self._take(s, o)
             n0 = int(c.res_n[s])
-            dropped = insert_newest(t, s, o, k, refs, life)
+            dropped = insert_newest(t, orec, s, o, k)
             self.stats["evictions"] += n0 + 1 - int(c.res_n[s]) - (dropped >= 0)
             if dropped >= 0:
                 self._unref.add(dropped)
             self.index.update(s)
 
     def _keywords_ok(self, cand: np.ndarray) -> np.ndarray:
-        """Keyword predicate: ``any`` subs hold by construction (found under a shared
-        keyword); ``all`` subs need every keyword in the object."""
-        c, pool = self.subs.cols, self.subs.kw.id
+        """Keyword predicate: ``all`` subs need every keyword in the object; ``any`` subs hold
+        by construction (found under a shared keyword); top-k subs are checked for one shared
+        keyword (igpt's pruning offers slots by cell, not only by keyword)."""
+        c = self.subs.cols
         ok = np.ones(len(cand), dtype=np.bool_)
+        kind = c.kind[cand]
         need = c.match_all[cand] & (c.kw_len[cand] > 1)
         if need.any():
-            ns = cand[need]
-            off, ln = c.kw_off[ns], c.kw_len[ns]
-            good = np.ones(len(ns), dtype=np.bool_)
-            for j in range(int(ln.max())):
-                has = j < ln
-                kw = pool[off + np.minimum(j, ln - 1)]
-                good &= ~has | self._mark[kw]
-            ok[need] = good
+            ok[need] = self._carried(cand[need], every=True)
+        top = kind == K_TOPK
+        if top.any():
+            ok[top] = self._carried(cand[top], every=False)
         return ok
+
+    def _carried(self, slots: np.ndarray, every: bool) -> np.ndarray:
+        """Per slot: does the object being verified (``_mark``) carry every / one of its keywords?"""
+        c, pool = self.subs.cols, self.subs.kw.id
+        off, ln = c.kw_off[slots], c.kw_len[slots]
+        got = np.full(len(slots), every, dtype=np.bool_)
+        for j in range(int(ln.max())):
+            has = j < ln
+            carried = self._mark[pool[off + np.minimum(j, ln - 1)]]
+            got = got & (~has | carried) if every else got | (has & carried)
+        return got
 
     def _text_sim(self, ts: np.ndarray, wo: float) -> np.ndarray:
         """scoring.text_sim vectorised: summed over each sub's keywords in order."""
@@ -404,7 +396,7 @@ class Engine:
             self.alive.remove(o, self.objs.keywords(o).tolist())
             self._unref.add(o)
             if self.compiled:
-                from .kernel import held_by
+                from .driver import held_by
 
                 holders = held_by(self, o)
             else:
@@ -422,35 +414,20 @@ class Engine:
         self.stats["expiry_seconds"] += time.perf_counter() - start
 
     def _refill(self, s: int) -> None:
-        """Recompute a k-best buffer from the alive objects (:mod:`.results.refill`)."""
-        c, oc = self.subs.cols, self.objs.cols
-        self._fit_object_stamps()
-        self._ostamp_next[0] += 1
-        hk, hq, ho = self._scratch(int(c.kb[s]))
-        self.stats["refill_reads"] += refill(
-            s, c.kind, c.match_all, c.x, c.y, c.alpha, c.kw_off, c.kw_len, self.subs.kw.id, self.subs.kw.ws,
-            self.vocab.freq, c.res_off, c.res_n, c.kth, self.subs.res.obj, self.subs.res.key, self.subs.res.dom,
-            c.kb, c.k, c.complete, self.subs.policy, oc.refs, oc.alive, oc.seq, oc.expiry, oc.kw_off, oc.kw_len,
-            self.objs.kw.id, oc.x, oc.y, oc.wo, self._ostamp, self._ostamp_next[0], self.maxdist, hk, hq, ho,
-            *self.alive.store.arrays)
+        """Recompute a k-best buffer from the alive objects (:mod:`..results.refill`)."""
+        self.objs.stamp_next[0] += 1
+        self.stats["refill_reads"] += refill_of(s, self.subs.plain, self.objs.plain, self.alive.store.plain,
+                                                self.vocab.freq, self.maxdist, tuple(self.heap(int(self.subs.cols.kb[s]))))
         self.stats["refills"] += 1
         if self.window.retains and not self.compiled:
             for o in self.subs.buffer(s).tolist():
                 self._holders.setdefault(o, []).append(s)
 
-    def _scratch(self, kb: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The refill's candidate arrays, for buffers of up to ``kb`` entries."""
-        need = kb * POOL
-        if len(self._cands[0]) < need:
-            self._cands = (np.empty(need), np.empty(need), np.empty(need, dtype=np.int64))
-        return self._cands
-
-    def _fit_object_stamps(self) -> None:
-        cap = self.objs.cols.capacity
-        if len(self._ostamp) < cap:
-            grown = np.zeros(cap, dtype=np.int64)
-            grown[: len(self._ostamp)] = self._ostamp
-            self._ostamp = grown
+    def heap(self, kb: int) -> Heap:
+        """The refill's candidate heap, for buffers of up to ``kb`` entries."""
+        if len(self._heap.key) < kb * POOL:
+            self._heap = heap(kb * POOL)
+        return self._heap
 
     # -- queries -------------------------------------------------------------------------
     def results(self, sub_id: Any) -> list[Any] | None:
@@ -474,7 +451,12 @@ class Engine:
         return self.index.nbytes + self.subs.nbytes + self.objs.nbytes
 
     def _check(self) -> None:
-        """Invariants: results ranked, kth consistent, refcounts match, index exact."""
+        """Invariants: the containers' own (subscription and object tables, alive postings),
+        results ranked, kth consistent, refcounts match, no object kept that is neither
+        alive nor held, index exact."""
+        self.subs._check()
+        self.objs._check()
+        self.alive._check()  # under ``none`` nothing is alive: the store must be empty
         c, oc = self.subs.cols, self.objs.cols
         refs = np.zeros(oc.capacity, dtype=np.int64)
         for s in np.flatnonzero(c.active[: c.top]).tolist():
@@ -505,23 +487,8 @@ class Engine:
             if self.window.retains:
                 assert oc.alive[objs].all(), "result holds a dead object"
         assert np.array_equal(refs[: oc.top], oc.refs[: oc.top]), "refcounts drifted"
+        in_use = np.ones(oc.top, dtype=np.bool_)
+        in_use[np.asarray(oc._free, dtype=np.int64)] = False
+        kept = in_use & ~oc.alive[: oc.top] & (oc.refs[: oc.top] == 0)
+        assert not kept.any(), ("object slots neither alive nor held (leaked)", np.flatnonzero(kept)[:5])
         self.index._check()
-
-
-def unknown_index(name: str) -> str:
-    return f"unknown index {name!r}; known: {', '.join(known_indexes())}"
-
-
-def known_indexes() -> list[str]:
-    return ["reference", *INDEXES]
-
-
-def make_engine(index: str = "grid", window: Window | str = "none", space: Space | None = None,
-                **params: Any):
-    """An engine by index name; ``reference`` is the brute-force oracle."""
-    if index == "reference":
-        from ..testing.reference import ReferenceEngine
-        return ReferenceEngine(window, space)
-    if index not in INDEXES:
-        raise ValueError(unknown_index(index))
-    return Engine(window, space, index=index, **params)

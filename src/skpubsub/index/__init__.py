@@ -1,12 +1,18 @@
-"""Subscription indexes, chosen by name (``--index``)."""
+"""Subscription indexes, chosen by name (``--index``; :mod:`.registry`)."""
 
 from .aoiq import AOIQIndex
+from .base import SubscriptionIndex
 from .cgrid import CompiledGrid
 from .grid import GridIndex
 from .igpt import IGPTIndex
+from .registry import INDEXES, make_index, register
 
 # One compiled grid inverted file is both DkM-SKS's worker index (kNN) and
 # PS2Stream's GI² (range); the plain ``grid`` is the uncompiled baseline.
 # ``aoiq`` is CkQST's: the same grid, `all` subscriptions under ordered keyword pairs and blocks.
 # ``igpt`` is Skype's: top-k subscriptions in the cell of their location, pruned by groups and cells.
-INDEXES = {"grid": GridIndex, "dkm": CompiledGrid, "gi2": CompiledGrid, "aoiq": AOIQIndex, "igpt": IGPTIndex}
+for _name, _cls in (("grid", GridIndex), ("dkm", CompiledGrid), ("gi2", CompiledGrid), ("aoiq", AOIQIndex),
+                    ("igpt", IGPTIndex)):
+    register(_name, _cls)
+
+__all__ = ["INDEXES", "SubscriptionIndex", "make_index", "register"]

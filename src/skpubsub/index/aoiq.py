@@ -32,13 +32,15 @@ import math
 import numpy as np
 from numba import njit
 
+from ..core.columns import grown
 from ..core.config import Space
 from ..core.scoring import carries_all
 from ..store.subscriptions import SubTable
 from ..core.vocab import Vocabulary
 from ..core import postings as P
+from ..core.layouts import Directory, Probes
 from .cells import cell_of, decode_key, level_key
-from .cgrid import CompiledGrid, read_list
+from .cgrid import CompiledGrid, live_test, read_list
 from .prefix import NC, probe_classes
 
 TOKEN_BASE = 1 << 31  # block tokens live above every keyword id in the cell keys
@@ -46,11 +48,15 @@ THETA_N = 1e-4  # the memory-based cost model's θ (nodecost): update cost again
 
 
 @njit(cache=True)
-def probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, out):
+def probe_tokens(okw, directory, srt, out):
     """The posting tokens an object with keywords ``okw`` probes into ``out``: its keywords,
-    then per pair (a < b) of them that is a key, the pair's b0 and each block whose
-    interval holds one of its keywords above b (Theorems 1–2: blocks are sorted by
-    interval, so one merge pass). Returns how many."""
+    then per pair (a < b) of them that is a key in ``directory``, the pair's b0 and each
+    block whose interval holds one of its keywords above b (Theorems 1–2: blocks are sorted
+    by interval, so one merge pass). ``srt``: scratch for the sorted keywords. Returns how
+    many."""
+    pk_keys, pk_vals, p_b0, p_start, p_count = (directory.pk_keys, directory.pk_vals, directory.p_b0,
+                                                directory.p_start, directory.p_count)
+    d_min, d_max, d_tok = directory.d_min, directory.d_max, directory.d_tok
     m = len(okw)
     for i in range(m):
         out[i] = okw[i]
@@ -90,22 +96,26 @@ def probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_
 
 
 @njit(cache=True)
-def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok,
-                toks, srt, geo, lmax, active, epoch, lvl, box, match_all, kw_off, kw_len, kw_id, stamp, stamp_next,
-                h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
-    """Algorithm 2 (CkQST section 3.5): the candidates of a batch of objects (``xs, ys``,
-    keywords CSR), each posting list read once for every object of the batch that probes
-    it. Returns (CSR offsets, candidates, pairs examined): per object, the live slots under
-    its tokens in its cells (as ``cgrid.scan``), an ``all`` subscription only if the object
-    carries every keyword (the verification's keyword half, lines 9-12). Reading a list
-    compacts it, as a scan does."""
+def batch_probe(batch, directory, grid, subs, toks, srt):
+    """Algorithm 2 (CkQST section 3.5): the candidates of a batch of objects (``batch``:
+    positions, keywords CSR), each posting list of ``grid`` read once for every object of
+    the batch that probes it. Returns (CSR offsets, candidates, pairs examined): per object,
+    the live slots under its tokens in its cells (as ``cgrid.scan``), an ``all``
+    subscription only if the object carries every keyword (the verification's keyword half,
+    lines 9-12). Reading a list compacts it, as a scan does. ``toks``, ``srt``: an object's
+    tokens and sorted keywords (scratch)."""
+    xs, ys, kwoff, kw = batch.x, batch.y, batch.kwoff, batch.kw
+    geo, lmax, prefix, store, slots = grid.geo, grid.lmax, grid.prefix, grid.store, grid.slots
+    sr = subs.rec
+    active, match_all, kw_off, kw_len, kw_id = sr.active, sr.match_all, sr.kw_off, sr.kw_len, subs.kw_id
+    test = live_test(active, slots)
     nq = len(xs)
     nl = lmax + 2
     total = 0
     for q in range(nq):  # the objects' (token, cell) probes, as (list key, object)
         okw = kw[kwoff[q]:kwoff[q + 1]]
         if len(okw):
-            nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
+            nt = probe_tokens(okw, directory, srt, toks)
             if prefix:
                 nt = probe_classes(okw, toks, nt)
             total += nt * nl
@@ -116,7 +126,7 @@ def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_co
         okw = kw[kwoff[q]:kwoff[q + 1]]
         if not len(okw):
             continue
-        nt = probe_tokens(okw, pk_keys, pk_vals, p_b0, p_start, p_count, d_min, d_max, d_tok, srt, toks)
+        nt = probe_tokens(okw, directory, srt, toks)
         if prefix:
             nt = probe_classes(okw, toks, nt)
         for t in range(nt):
@@ -142,11 +152,10 @@ def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_co
         b = a + 1
         while b < total and keys[order[b]] == key:
             b += 1
-        p = P.lookup(h_keys, h_vals, key)
+        p = P.lookup(store.h_keys, store.h_vals, key)
         if p >= 0:
             level, cx, cy = decode_key(key, lmax)
-            k = read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, -1, h_keys, h_vals, p_head, p_tail,
-                          p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, live, 0)
+            k = read_list(p, level, cx, cy, test, -1, store, live, 0)
             if npair + k * (b - a) > len(pq):
                 pq = _grown_to(pq, 2 * (npair + k * (b - a)))
                 ps = _grown_to(ps, len(pq))
@@ -174,14 +183,14 @@ def batch_probe(xs, ys, kwoff, kw, prefix, pk_keys, pk_vals, p_b0, p_start, p_co
         fill[pq[i]] += 1
     n = 0
     for q in range(nq):
-        stamp_next[0] += 1
-        st = stamp_next[0]
+        grid.stamp_next[0] += 1
+        st = grid.stamp_next[0]
         lo = off[q]
         off[q] = n
         for i in range(lo, off[q + 1]):
             s = by_q[i]
-            if stamp[s] != st:
-                stamp[s] = st
+            if slots[s].stamp != st:
+                slots[s].stamp = st
                 by_q[n] = s
                 n += 1
     off[nq] = n
@@ -195,10 +204,10 @@ def _grown_to(a, n):
     return out
 
 
-def probe_room(m: int, directory: tuple) -> int:
+def probe_room(m: int, directory: Directory) -> int:
     """Bound on ``probe_tokens``' count for an object of ``m`` keywords: its keywords, and per
     pair that is a key its b0 and at most one block per larger keyword."""
-    p_b0, p_count = directory[2], directory[4]
+    p_b0, p_count = directory.p_b0, directory.p_count
     if len(p_b0) == 0:
         return max(1, m)
     pairs = min(m * (m - 1) // 2, len(p_b0))
@@ -207,7 +216,7 @@ def probe_room(m: int, directory: tuple) -> int:
 
 @njit(cache=True)
 def _pair_put(keys, vals, code, p):
-    i = P._slot_of(keys, code)
+    i = P.slot_of(keys, code)
     keys[i] = code
     vals[i] = p
 
@@ -225,6 +234,7 @@ class AOIQIndex(CompiledGrid):
                          prefix=prefix, theta_n=theta_n, warm_n=warm_n)
         self.theta_u = float(theta_u)
         self.scans = not batch  # else the publish kernel takes every candidate from ``precompute``
+        self.precomputes = bool(batch)
         self.rejected = 0  # of the last precompute's pub candidates, failed on keywords
         self.batches = 0  # precompute calls (runs of pubs processed by Algorithm 2)
         self.pairs: dict[tuple[int, int], int] = {}  # (ψ[1], ψ[2]) -> pair index
@@ -245,9 +255,9 @@ class AOIQIndex(CompiledGrid):
 
     # -- the directory the kernel reads ---------------------------------------------
     @property
-    def directory(self) -> tuple:
-        return (self.pk_keys, self.pk_vals, self.p_b0, self.p_start, self.p_count, self.d_min, self.d_max,
-                self.d_tok)
+    def directory(self) -> Directory:
+        return Directory(self.pk_keys, self.pk_vals, self.p_b0, self.p_start, self.p_count, self.d_min, self.d_max,
+                         self.d_tok)
 
     def _new_token(self) -> int:
         self.tokens += 1
@@ -265,14 +275,14 @@ class AOIQIndex(CompiledGrid):
         if 2 * (len(self.pairs) + 1) > len(self.pk_keys):
             keys = np.full(2 * len(self.pk_keys), P.EMPTY, dtype=np.int64)
             vals = np.full(len(keys), -1, dtype=np.int32)
-            P._rehash(self.pk_keys, self.pk_vals, keys, vals)
+            P.rehash(self.pk_keys, self.pk_vals, keys, vals)
             self.pk_keys, self.pk_vals = keys, vals
         _pair_put(self.pk_keys, self.pk_vals, (a << 32) | b, p)
         if p >= len(self.p_b0):
             cap = max(64, 2 * len(self.p_b0))
-            self.p_b0 = P._grown(self.p_b0, cap, 0)
-            self.p_start = P._grown(self.p_start, cap, 0)
-            self.p_count = P._grown(self.p_count, cap, 0)
+            self.p_b0 = grown(self.p_b0, cap, 0)
+            self.p_start = grown(self.p_start, cap, 0)
+            self.p_count = grown(self.p_count, cap, 0)
         self.p_b0[p] = self.b0[p]
         return p
 
@@ -291,9 +301,9 @@ class AOIQIndex(CompiledGrid):
                         self._copy_blocks(q)
             if self.d_top + len(bl) > len(self.d_min):
                 cap = max(64, 2 * len(self.d_min), self.d_top + len(bl))
-                self.d_min = P._grown(self.d_min, cap, 0)
-                self.d_max = P._grown(self.d_max, cap, 0)
-                self.d_tok = P._grown(self.d_tok, cap, 0)
+                self.d_min = grown(self.d_min, cap, 0)
+                self.d_max = grown(self.d_max, cap, 0)
+                self.d_tok = grown(self.d_tok, cap, 0)
         self._copy_blocks(p)
 
     def _copy_blocks(self, p: int) -> None:
@@ -358,7 +368,7 @@ class AOIQIndex(CompiledGrid):
 
     def _assign(self, s: int) -> None:
         """Choose the posting token of an ``all`` subscription with two or more keywords."""
-        self._fit(s)
+        self.fit(s)
         kws = sorted(set(self.subs.keywords(s).tolist()))
         if not self.subs.cols.match_all[s] or len(kws) < 2:
             self.tok[s] = -1
@@ -392,26 +402,24 @@ class AOIQIndex(CompiledGrid):
         self.objects = objects
         return 0
 
-    def precompute(self, xs, ys, kwoff, kw, exs, eys, ekwoff, ekw) -> tuple:
+    def precompute(self, objects: Probes, expiring: Probes) -> tuple:
         """With ``batch`` (the kernel calls it only then): the candidates of a run of pubs
         and of the objects expiring in it, by Algorithm 2 (``batch_probe``), under the index
         as it is now. Within the run a region only shrinks until a refill, and the kernel
-        makes a refilled slot a candidate of every later object (fastpath.publish_run), so
+        makes a refilled slot a candidate of every later object (engine.kernel.publish_run), so
         these stay a superset."""
         self.batches += 1
-        self._fit(self.subs.cols.capacity - 1)
+        self.fit(self.subs.cols.capacity - 1)
         c = self.subs.cols
         out = [np.zeros(c.capacity, dtype=np.int8)]
-        m_kw = int(max(np.diff(kwoff).max(initial=0), np.diff(ekwoff).max(initial=0), 1))
+        m_kw = int(max(np.diff(objects.kwoff).max(initial=0), np.diff(expiring.kwoff).max(initial=0), 1))
         toks = np.empty(probe_room(m_kw, self.directory) + NC * m_kw, dtype=np.int64)
         srt = np.empty(m_kw, dtype=np.int64)
-        for x, y, off, kws in ((xs, ys, kwoff, kw), (exs, eys, ekwoff, ekw)):
-            o, cands, examined = batch_probe(
-                x, y, off, kws, self.n_topk > 0, *self.directory, toks, srt, self.geo, self.lmax, c.active,
-                self.epoch, self.level, self.box, c.match_all, c.kw_off, c.kw_len, self.subs.kw.id, self.stamp,
-                self.stamp_next, *self.store.arrays)
+        grid, subs, directory = self.layout, self.subs.layout, self.directory
+        for batch in (objects, expiring):
+            o, cands, examined = batch_probe(batch, directory, grid, subs, toks, srt)
             out += [o, cands]
-            if x is xs:  # pairs read and failed on keywords: candidates the kernel never sees
+            if batch is objects:  # pairs read and failed on keywords: candidates the kernel never sees
                 self.rejected = int(examined) - len(cands)
         return tuple(out)
 
@@ -419,7 +427,7 @@ class AOIQIndex(CompiledGrid):
         """An object's keywords, the b0 of its pairs and the blocks it may match
         (probe_tokens), and with the prefix filter its class tokens."""
         out = np.empty(probe_room(len(kw_ids), self.directory) + NC * len(kw_ids), dtype=np.int64)
-        n = probe_tokens(kw_ids, *self.directory, np.empty(len(kw_ids), dtype=np.int64), out)
+        n = probe_tokens(kw_ids, self.directory, np.empty(len(kw_ids), dtype=np.int64), out)
         if self.n_topk:
             n = probe_classes(kw_ids, out, n)
         return out[:n]

@@ -44,28 +44,30 @@ def decode_key(key, lmax):
 
 
 @njit(cache=True)
-def extent(kind, sx, sy, rx1, ry1, rx2, ry2, kth, alpha, maxdist, out):
-    """The slot's region as a rectangle into ``out[0:4]``; False when unbounded (global list)."""
+def extent(r, maxdist, out):
+    """The region of subscription record ``r`` as a rectangle into ``out[0:4]``; False when
+    unbounded (global list)."""
+    kind, kth, alpha = r.kind, r.kth, r.alpha
     if kind == K_RANGE:
-        out[0] = rx1
-        out[1] = ry1
-        out[2] = rx2
-        out[3] = ry2
+        out[0] = r.rx1
+        out[1] = r.ry1
+        out[2] = r.rx2
+        out[3] = r.ry2
         return True
     if not math.isfinite(kth):
         return False
     if kind == K_KNN:
-        r = math.sqrt(kth)
+        d = math.sqrt(kth)
     else:  # top-k: alpha*(1 - d/MaxDist) + (1 - alpha)*1 >= score  =>  d <= MaxDist*(1-score)/alpha
         room = (1.0 + kth) + SLACK
         if room >= alpha:
             return False
-        r = maxdist * room / alpha
-    r = r * (1.0 + SLACK) + SLACK
-    out[0] = sx - r
-    out[1] = sy - r
-    out[2] = sx + r
-    out[3] = sy + r
+        d = maxdist * room / alpha
+    d = d * (1.0 + SLACK) + SLACK
+    out[0] = r.x - d
+    out[1] = r.y - d
+    out[2] = r.x + d
+    out[3] = r.y + d
     return True
 
 

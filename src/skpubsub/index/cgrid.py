@@ -30,20 +30,23 @@ shrinks a level finer is re-posted under a new epoch. The publish kernel in
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from ..core.config import Space
-from ..core.columns import grown_records
+from ..core.columns import grown, grown_records
 from ..store.subscriptions import K_TOPK, SubTable
 from ..core.vocab import Vocabulary
 from ..core import postings as P
+from ..core.layouts import Directory, Grid, cached, uncached
+from .base import SubscriptionIndex
 from .cells import box_at, cell_of, decode_key, extent, level_key
 from .nodecost import count_objects, new_counts, slot_level
 from .prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
 
-# Per-slot fields, one record a slot (pool.records): a posting entry's liveness test
+# Per-slot fields, one record a slot (columns.records): a posting entry's liveness test
 # (read_list: epoch, level, box) and the scan's stamp read one cache line.
 SLOT_FIELDS = (
     ("epoch", np.int64, 0),
@@ -57,43 +60,40 @@ SLOT_FIELDS = (
     ("pending", np.bool_, False),  # queued for re-posting by the kernel
 )
 
-_NO_DIRECTORY = (np.full(1, P.EMPTY, dtype=np.int64), np.full(1, -1, dtype=np.int32),
-                 *(np.zeros(0, dtype=np.int64) for _ in range(6)))
+_NO_DIRECTORY = Directory(np.full(1, P.EMPTY, dtype=np.int64), np.full(1, -1, dtype=np.int32),
+                          *(np.zeros(0, dtype=np.int64) for _ in range(6)))
 
 
 @njit(cache=True)
-def post_slot(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-          s, epoch, level, box, kws, lmax):
+def post_slot(st, s, epoch, level, box, kws, lmax):
+    """Entries of slot ``s`` (``epoch``) under each token of ``kws`` in the cells ``box`` of
+    ``level`` (-1: the global lists) of store ``st``; returns how many."""
     entry = (np.int64(s) << 32) | epoch
     n = 0
     for w in kws:
         if level < 0:
-            P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                     -(np.int64(w) + 1), entry)
+            P.append(st, -(np.int64(w) + 1), entry)
             n += 1
             continue
         for cx in range(box[0], box[2] + 1):
             for cy in range(box[1], box[3] + 1):
-                P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                         level_key(w, level, cx, cy, lmax), entry)
+                P.append(st, level_key(w, level, cx, cy, lmax), entry)
                 n += 1
     return n
 
 
 @njit(cache=True)
-def _compact_all(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                 epoch, lvl, box, active, lmax):
+def _compact_all(grid, active):
     """Drop every stale entry of every list: O(entries)."""
+    st = grid.store
     seen = np.empty(len(active), dtype=np.int64)  # read_list's output, unused here
-    no_stamps = np.empty(0, dtype=np.int64)
-    for p in range(meta[P.M_POSTINGS]):
-        if p_head[p] >= 0:
-            level, cx, cy = decode_key(p_key[p], lmax)
-            read_list(p, level, cx, cy, active, epoch, lvl, box, no_stamps, -1, h_keys, h_vals, p_head, p_tail,
-                      p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, seen, 0)
+    for p in range(st.meta[P.M_POSTINGS]):
+        if st.p_head[p] >= 0:
+            level, cx, cy = decode_key(st.p_key[p], grid.lmax)
+            read_list(p, level, cx, cy, live_test(active, grid.slots), -1, st, seen, 0)
 
 
-class CompiledGrid:
+class CompiledGrid(SubscriptionIndex):
     """Multi-level grid of inverted files in compiled posting lists; see the module docstring.
 
     ``grid`` (a power of two) is the finest level's cells per side; ``prefix`` turns on the
@@ -108,7 +108,7 @@ class CompiledGrid:
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
                  max_cells: int = 4, refresh_from: int = 1024, prefix: bool = True, theta_n: float = 0.0,
                  warm_n: int = 1024) -> None:
-        self.subs, self.vocab, self.space = subs, vocab, space
+        super().__init__(subs, vocab, space)
         self.prefix = bool(prefix)
         self.lmax = max(0, int(math.ceil(math.log2(max(1, int(grid))))))
         self.theta_n = float(theta_n)
@@ -134,7 +134,7 @@ class CompiledGrid:
         """Everything but the posting store: the live postings are a function of each
         slot's epoch, level, box and keywords, so the store is rebuilt on load without
         its stale entries and spare capacity (snapshots about 3x smaller)."""
-        state = self.__dict__.copy()
+        state = uncached(self.__dict__.copy())
         state["store"] = None
         for name, _, _ in SLOT_FIELDS:  # views of _slots
             del state[name]
@@ -151,8 +151,9 @@ class CompiledGrid:
             if active[s]:  # an `all` subscription may come back under another of its keywords:
                 self._post(s, self._keywords(s))  # every matching object carries each of them
 
-    # -- per-slot arrays follow the subscription table's capacity --------------------
-    def _fit(self, s: int) -> None:
+    # -- per-slot records follow the subscription table's capacity --------------------
+    def fit(self, s: int) -> None:
+        """Per-slot records up to slot ``s`` (they follow the subscription table's capacity)."""
         if s < len(self._slots):
             return
         self._slots = grown_records(self._slots, max(s + 1, 2 * len(self._slots)), SLOT_FIELDS)
@@ -164,14 +165,21 @@ class CompiledGrid:
 
     def _region(self, s: int) -> tuple[int, np.ndarray]:
         """(best level or -1, its cell box) of the slot's current region."""
-        c = self.subs.cols
-        if not extent(int(c.kind[s]), c.x[s], c.y[s], c.rx1[s], c.ry1[s], c.rx2[s], c.ry2[s], c.kth[s],
-                      c.alpha[s], self.geo[4], self._ext):
-            return -1, np.full(4, -1, dtype=np.int32)
-        level = slot_level(int(c.kind[s]), bool(c.match_all[s]), int(self.tok[s]), int(c.kw_off[s]),
-                           int(c.kw_len[s]), self.subs.kw.id, self.vocab.freq, self._ext, self.geo, self.lmax,
-                           self.max_cells, self.counts, self.theta_n, self.warm_n, self._tmp)
+        level = region_of(s, self.subs.cols.records, self.subs.kw.id, self._slots, self.geo, self.counts,
+                          self.vocab.freq, (self.lmax, self.max_cells, self.theta_n, self.warm_n), self._ext, self._tmp)
         return level, self._tmp.copy()
+
+    @property
+    def layout(self) -> Grid:
+        """The grid as the kernels take it (built again after growth replaced arrays)."""
+        return self._layouts()[0]
+
+    def _layouts(self) -> tuple[Grid, tuple]:
+        rb, st, on = self.class_bounds(), self.store.arrays, self.n_topk > 0
+        return cached(self, (len(self._slots), st.h_keys.size, st.p_head.size, st.blk_next.size,
+                             len(self.vocab.freq), len(rb), on),
+                      lambda: Grid(self._slots, st, self.geo, self.lmax, self.max_cells, self.counts, self.theta_n,
+                                   self.warm_n, self.vocab.freq, rb, on, self.stamp_next))
 
     def _prefixed(self, s: int) -> bool:
         return self.prefix and self.subs.cols.kind[s] == K_TOPK
@@ -179,7 +187,7 @@ class CompiledGrid:
     def class_bounds(self) -> np.ndarray:
         """``rb`` with room for every keyword pool offset (the kernel reads it)."""
         if self.n_topk and len(self.rb) < self.subs.kw.capacity * NC:
-            self.rb = P._grown(self.rb, self.subs.kw.capacity * NC, 0.0)
+            self.rb = grown(self.rb, self.subs.kw.capacity * NC, 0.0)
         return self.rb
 
     def _same(self, s: int) -> bool:
@@ -209,9 +217,9 @@ class CompiledGrid:
         b = self.box[s]
         return int((b[2] - b[0] + 1) * (b[3] - b[1] + 1))
 
-    def _place(self, s: int) -> None:
+    def place(self, s: int) -> None:
         """Post slot ``s`` afresh under a new epoch: O(cells x keywords)."""
-        self._fit(s)
+        self.fit(s)
         if self._prefixed(s):  # the prefix order follows the frequencies as they are now
             c = self.subs.cols
             prefix_bounds(c.kw_off[s], c.kw_len[s], self.subs.kw.id, self.subs.kw.ws, self.vocab.freq,
@@ -234,7 +242,7 @@ class CompiledGrid:
         self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 and self.tok[s] < 0 else -1
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
-        post_slot(*self.store.arrays, s, self.epoch[s], int(self.level[s]), self.box[s], kws, self.lmax)
+        post_slot(self.store.plain, s, self.epoch[s], int(self.level[s]), self.box[s], kws, self.lmax)
         self.live_entries += n
 
     def refresh(self, objects: int) -> int:
@@ -255,7 +263,7 @@ class CompiledGrid:
             kws = self.subs.keywords(s)
             best = int(kws[int(np.argmin(self.vocab.freq[kws]))])
             if best != self.kw0[s]:
-                self._place(s)
+                self.place(s)
                 moved += 1
         self.refreshed += moved
         return moved
@@ -268,17 +276,17 @@ class CompiledGrid:
     def maybe_compact(self) -> None:
         """Sweep stale entries once they outnumber live ones (amortised O(1) per entry)."""
         if self.store.entries > 2 * self.live_entries + 65536:
-            _compact_all(*self.store.arrays, self.epoch, self.level, self.box, self.subs.cols.active, self.lmax)
+            _compact_all(self.layout, self.subs.cols.active)
 
     # -- the SubscriptionIndex protocol --------------------------------------------
     def insert(self, s: int) -> None:
         self.n_topk += self._prefixed(s)
-        self._place(s)
+        self.place(s)
 
     def delete(self, s: int) -> None:
         """O(1): the slot's entries die with its epoch."""
         self.n_topk -= self._prefixed(s)
-        self._fit(s)
+        self.fit(s)
         self.live_entries -= self._cells(s) * int(self.nkw[s])
         self.epoch[s] = (int(self.epoch[s]) + 1) & 0xFFFFFFFF
         self.nkw[s] = 0
@@ -292,13 +300,13 @@ class CompiledGrid:
         same = self._same(s)
         if cur < 0 or level < 0 or level > cur:
             if level != cur or cur >= 0 or not same:
-                self._place(s)
+                self.place(s)
             return
         new = np.empty(4, dtype=np.int32)
         box_at(cur, self._ext, self.geo, new)
         old = self.box[s]
         if new[0] < old[0] or new[1] < old[1] or new[2] > old[2] or new[3] > old[3] or not same:
-            self._place(s)
+            self.place(s)
             return
         before = self._cells(s)
         self.box[s] = new
@@ -317,15 +325,18 @@ class CompiledGrid:
         return self._scan(x, y, self._tokens(np.asarray(kw_ids, dtype=np.int64)))
 
     def _scan(self, x: float, y: float, tokens: np.ndarray) -> np.ndarray:
-        self._fit(self.subs.cols.capacity - 1)
+        self.fit(self.subs.cols.capacity - 1)
         cands = np.empty(len(self.epoch), dtype=np.int64)
         self.stamp_next[0] += 1
-        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.epoch,
-                 self.level, self.box, self.stamp, self.geo, self.lmax, *self.store.arrays, cands)
+        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands)
         return np.sort(cands[:n])
 
     @property
-    def directory(self) -> tuple:
+    def kernel_grid(self) -> CompiledGrid:
+        return self
+
+    @property
+    def directory(self) -> Directory:
         """The arrays ``aoiq.probe_tokens`` reads to turn an object's keywords into posting
         tokens; none here (an object probes its keywords)."""
         return _NO_DIRECTORY
@@ -335,11 +346,45 @@ class CompiledGrid:
         return self.store.nbytes + self._slots.nbytes + self.rb.nbytes + self.counts.nbytes
 
     def _check(self, owned: np.ndarray | None = None) -> None:
-        """Every active slot's region lies inside its posted cells, and each of them holds
-        a live entry for the slot. ``owned``: the slots this grid holds (default: all)."""
+        """The posting store is well formed (``PostingStore._check``); live entries are each
+        posted slot's, once per list, ``cells x tokens`` of them per slot, ``live_entries``
+        in all; every active slot's region lies inside its posted cells, and each of them
+        holds a live entry for the slot. ``owned``: the slots this grid holds (default: all)."""
         c = self.subs.cols
         st = self.store
         assert st.entries >= 0
+        st._check()  # the posting store's own invariants (hash table, chains, free stacks, counters)
+        # Live entries (read_list's rule: active, current epoch, this level, box covers the
+        # cell): a posted slot has one in each of its cells x tokens, none twice in a list,
+        # and ``live_entries`` counts them all.
+        keys, ents = st._flat()
+        s = ents >> 32
+        assert np.all((s >= 0) & (s < c.capacity) & (s < len(self.epoch))), "an entry of no slot"
+        stride = (4 ** (self.lmax + 1) - 1) // 3  # cells.decode_key, for every entry at once
+        firsts = np.array([(4 ** lv - 1) // 3 for lv in range(self.lmax + 2)], dtype=np.int64)
+        r = np.where(keys < 0, 0, keys % stride)
+        level = np.where(keys < 0, -1, np.searchsorted(firsts[1:], r, side="right"))
+        r = r - firsts[np.maximum(level, 0)]
+        g = np.left_shift(1, np.maximum(level, 0))
+        cx, cy = r // g, r % g
+        for i in (0, len(keys) - 1) if len(keys) else ():  # the replica agrees with decode_key
+            assert decode_key(keys[i], self.lmax) == (level[i], cx[i], cy[i]) or keys[i] < 0, ("decode", int(keys[i]))
+        b = self.box[s]
+        ok = c.active[s] & (self.epoch[s] == (ents & 0xFFFFFFFF)) & (self.level[s] == level) & (
+            (level < 0) | ((b[:, 0] <= cx) & (cx <= b[:, 2]) & (b[:, 1] <= cy) & (cy <= b[:, 3])))
+        ls, lk = s[ok], keys[ok]
+        order = np.lexsort((ls, lk))
+        ls_o, lk_o = ls[order], lk[order]
+        assert not np.any((ls_o[1:] == ls_o[:-1]) & (lk_o[1:] == lk_o[:-1])), "a slot's live entry twice in one list"
+        assert len(ls) == self.live_entries, ("live_entries drifted", self.live_entries, len(ls))
+        per_slot = np.bincount(ls, minlength=c.capacity)
+        act = np.flatnonzero(c.active[: c.top])
+        act = act[act < len(self.nkw)]  # slots past the per-slot records were never posted
+        bx = self.box[act]
+        cells = np.where(self.level[act] < 0, 1, (bx[:, 2] - bx[:, 0] + 1) * (bx[:, 3] - bx[:, 1] + 1))
+        want = cells * self.nkw[act]  # an unposted slot (nkw 0) has none
+        bad = np.flatnonzero(per_slot[act] != want)
+        assert not len(bad), ("live entries of a slot", act[bad][:5], per_slot[act][bad][:5], want[bad][:5])
         mine = c.active[: c.top] if owned is None else c.active[: c.top] & owned[: c.top]
         for s in np.flatnonzero(mine).tolist():
             level, _ = self._region(s)
@@ -368,31 +413,62 @@ class CompiledGrid:
                             for cx in range(self.box[s, 0], self.box[s, 2] + 1)
                             for cy in range(self.box[s, 1], self.box[s, 3] + 1)]
                 for key in keys:
-                    assert _has_entry(st.h_keys, st.h_vals, st.p_head, st.p_tail, st.p_fill, st.blk_next,
-                                      st.blk_data, key, entry), ("missing entry", s, key)
+                    assert _has_entry(st.arrays, key, entry), ("missing entry", s, key)
+
+
+class _Keywords(NamedTuple):
+    """What ``slot_level`` reads of a ``Subs`` layout."""
+
+    rec: np.ndarray
+    kw_id: np.ndarray
+
+
+class _Levels(NamedTuple):
+    """What ``slot_level`` reads of a ``Grid`` layout."""
+
+    slots: np.ndarray
+    geo: np.ndarray
+    lmax: int
+    max_cells: int
+    counts: np.ndarray
+    theta_n: float
+    warm_n: int
+    freq: np.ndarray
 
 
 @njit(cache=True)
-def _has_entry(h_keys, h_vals, p_head, p_tail, p_fill, blk_next, blk_data, key, entry):
-    p = P.lookup(h_keys, h_vals, key)
+def region_of(s, rec, kw_id, slots, geo, counts, freq, consts, ext, cell):
+    """``region`` called from Python once per slot, given only the arrays it reads (Numba
+    unboxes every array of a layout at each call); ``consts``: lmax, max_cells, theta_n, warm_n."""
+    if not extent(rec[s], geo[4], ext):
+        cell[:] = -1
+        return -1
+    levels = _Levels(slots, geo, consts[0], consts[1], counts, consts[2], consts[3], freq)
+    return slot_level(s, _Keywords(rec, kw_id), levels, ext, cell)
+
+
+@njit(cache=True)
+def _has_entry(st, key, entry):
+    p = P.lookup(st.h_keys, st.h_vals, key)
     if p < 0:
         return False
-    b = p_head[p]
+    b = st.p_head[p]
     while b >= 0:
-        cnt = P.B if b != p_tail[p] else p_fill[p]
+        cnt = P.B if b != st.p_tail[p] else st.p_fill[p]
         for i in range(cnt):
-            if blk_data[b * P.B + i] == entry:
+            if st.blk_data[b * P.B + i] == entry:
                 return True
-        b = blk_next[b]
+        b = st.blk_next[b]
     return False
 
 
 @njit(cache=True)
-def scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
-          h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, cands):
-    """Live slots posted under keywords ``okw`` in the cells of (x, y) on every level or
-    globally, each once (``stamp[s] = st``, a stamp not used before), into ``cands``;
+def scan(x, y, okw, st, active, grid, cands):
+    """Live slots posted under tokens ``okw`` in the cells of (x, y) on every level or
+    globally, each once (``slots.stamp = st``, a stamp not used before), into ``cands``;
     compacts the lists it reads. Returns how many. The publish kernel's probe too."""
+    geo, lmax, store = grid.geo, grid.lmax, grid.store
+    live = live_test(active, grid.slots)
     nc = 0
     for w in okw:
         for level in range(-1, lmax + 1):
@@ -403,25 +479,32 @@ def scan(x, y, okw, st, active, epoch, lvl, box, stamp, geo, lmax,
                 cx = cell_of(x, geo[0], geo[2], 1 << level)
                 cy = cell_of(y, geo[1], geo[3], 1 << level)
                 key = level_key(w, level, cx, cy, lmax)
-            p = P.lookup(h_keys, h_vals, key)
+            p = P.lookup(store.h_keys, store.h_vals, key)
             if p >= 0:
-                nc = read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, st, h_keys, h_vals, p_head, p_tail,
-                               p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, cands, nc)
+                nc = read_list(p, level, cx, cy, live, st, store, cands, nc)
     return nc
 
 
 @njit(inline="always", cache=True)
-def read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, st,
-              h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, out, n):
-    """Append to ``out[n:]`` the live slots of list ``p`` (of cell (cx, cy) on ``level``)
-    not stamped ``st``, stamping them (``st`` -1: all of them, stamps untouched); compacts
-    the list in place. Returns the new end."""
-    rb = p_head[p]
+def live_test(active, slots):
+    """What ``read_list`` reads per entry: the subscriptions' ``active`` flags and the grid
+    slots' epoch, level, box and stamp, as arrays (views of the records, taken once per scan)."""
+    return active, slots.epoch, slots.level, slots.box, slots.stamp
+
+
+@njit(inline="always", cache=True)
+def read_list(p, level, cx, cy, live, st, store, out, n):
+    """Append to ``out[n:]`` the live slots of list ``p`` (of cell (cx, cy) on ``level``;
+    ``live``: ``live_test``) not stamped ``st``, stamping them (``st`` -1: all of them, stamps
+    untouched); compacts the list in place. Returns the new end."""
+    active, epoch, lvl, box, stamp = live
+    blk_next, blk_data = store.blk_next, store.blk_data
+    rb = store.p_head[p]
     wb = rb
     wi = 0
     dropped = 0
     while rb >= 0:
-        cnt = P.B if rb != p_tail[p] else p_fill[p]
+        cnt = P.B if rb != store.p_tail[p] else store.p_fill[p]
         for ri in range(cnt):
             ent = blk_data[rb * P.B + ri]
             s = ent >> 32
@@ -440,6 +523,5 @@ def read_list(p, level, cx, cy, active, epoch, lvl, box, stamp, st,
                 n += 1
         rb = blk_next[rb]
     if dropped:
-        P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free, meta,
-                   dropped)
+        P.truncate(store, p, wb, wi, dropped)
     return n

@@ -24,17 +24,18 @@ from ..core.config import Space
 from ..core.columns import Columns
 from ..store.subscriptions import K_KNN, K_RANGE, SubTable
 from ..core.vocab import Vocabulary
+from .base import SubscriptionIndex
 
 _GLOBAL = (-1, -1, -1, -1)
 _SLACK = 1e-9  # regions are widened a hair so float rounding never loses a match
 
 
-class GridIndex:
+class GridIndex(SubscriptionIndex):
     name = "grid"
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 64,
                  max_cells: int = 64, shrink: int = 4) -> None:
-        self.subs, self.vocab, self.space = subs, vocab, space
+        super().__init__(subs, vocab, space)
         self.g = int(grid)
         self.cw = (space.x2 - space.x1) / self.g
         self.ch = (space.y2 - space.y1) / self.g

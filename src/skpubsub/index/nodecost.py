@@ -135,11 +135,14 @@ def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
 
 
 @njit(cache=True)
-def slot_level(kind, every, tok, off, ln, kw_id, freq, ext, geo, lmax, max_cells, counts, theta, warm, out):
-    """The level (and its box into ``out``) a slot's region ``ext`` is posted on (arguments
-    as ``text_rate``'s): a range subscription by the plain rule (PS2Stream's, not CkQST's),
-    kNN and top-k by the cost model."""
-    if kind == K_RANGE or theta <= 0.0 or len(counts) == 0:
-        return best_level(ext, geo, lmax, max_cells, out)
-    ptext, n = text_rate(kind, every, tok, off, ln, kw_id, freq, float(counts[0]))
-    return cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, n, out)
+def slot_level(s, subs, grid, ext, out):
+    """The level (and its box into ``out``) of ``grid`` that slot ``s``'s region ``ext`` is
+    posted on: a range subscription by the plain rule (PS2Stream's, not CkQST's), kNN and
+    top-k by the cost model."""
+    r = subs.rec[s]
+    counts = grid.counts
+    if r.kind == K_RANGE or grid.theta_n <= 0.0 or len(counts) == 0:
+        return best_level(ext, grid.geo, grid.lmax, grid.max_cells, out)
+    ptext, n = text_rate(r.kind, r.match_all, grid.slots[s].tok, r.kw_off, r.kw_len, subs.kw_id, grid.freq,
+                         float(counts[0]))
+    return cost_level(ext, grid.geo, grid.lmax, grid.max_cells, counts, grid.theta_n, grid.warm_n, ptext, n, out)

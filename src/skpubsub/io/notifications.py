@@ -109,10 +109,14 @@ def _cancel(objs, keys, koff, lo, hi, o):
 
 
 @njit(cache=True)
-def net_changes(I, S, A, D, KA, KD, oseq, n_i, n_s, n_match, add_off, add_obj, rem_off, rem_obj, tmp_key):
-    """Rows sorted by (pub, subscription), each pair's rows in the order they happened,
-    into one notification per pair with a net change; returns how many. ``D`` -2 marks a
-    range match of ``A``. Added objects come in new rank order, removed in old."""
+def net_changes(rows, oseq, out, tmp_key):
+    """``rows`` (the publish kernel's, :class:`skpubsub.core.layouts.Rows`) sorted by (pub,
+    subscription), each pair's rows in the order they happened, into ``out`` (``NoteCols``):
+    one notification per pair with a net change; returns how many. A leaving object ``d``
+    of -2 marks a range match of ``a``. Added objects come in new rank order (``oseq``: object
+    seqs, the newest first on ties), removed in old; ``tmp_key``: scratch of twice the rows."""
+    I, S, A, D, KA, KD = rows.i, rows.s, rows.a, rows.d, rows.ka, rows.kd
+    n_i, n_s, n_match, add_off, add_obj, rem_off, rem_obj = out
     m = len(I)
     n = 0
     na = 0

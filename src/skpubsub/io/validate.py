@@ -9,18 +9,17 @@ A rejected event changes nothing here either.
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
 from typing import Any
 
+from ..core.clock import WindowClock
 from ..core.config import Space, Window
 from .events import KINDS, KNN, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, Unsub, op_label
 from .keywords import normalise, normalise_keywords, split_text
 
 MAX_LINE = 1_048_576  # bytes, without the newline
 MAX_K = 1000
-RAW_SHOWN = 1000  # characters of an over-long line kept in rejected.jsonl
 
 
 class Invalid(ValueError):
@@ -258,7 +257,8 @@ class Gate:
         self.space = space or Space()
         self.last_t: int | float | None = None
         self._active: dict[Any, float] = {}  # sub id -> expires (inf if none)
-        self._expiry: list[tuple[float, int, Any]] = []  # (expires, seq, id) heap
+        self._clock = WindowClock(self.window)  # when subscription ids end
+        self._seq_of: dict[Any, int] = {}  # active sub id -> its seq (tells an ended id from a reused one)
         self._seq = 0
 
     def admit_line(self, raw: bytes | None, line: int) -> Event | Rejection:
@@ -307,14 +307,14 @@ class Gate:
     def _accept(self, ev: Event) -> None:
         t = float(ev.t)
         self.last_t = ev.t
-        while self._expiry and self._expiry[0][0] <= t:  # forget ended ids: memory stays O(active)
-            exp, _, ident = heapq.heappop(self._expiry)
-            if self._active.get(ident) == exp:
+        for seq, ident in self._clock.subs_ending(t):  # forget ended ids: memory stays O(active)
+            if self._seq_of.get(ident) == seq:
                 del self._active[ident]
+                del self._seq_of[ident]
         if isinstance(ev, Sub):
-            exp = math.inf if ev.expires is None else ev.expires
-            self._active[ev.id] = exp
-            if ev.expires is not None:
-                heapq.heappush(self._expiry, (exp, ev.seq, ev.id))
+            self._active[ev.id] = math.inf if ev.expires is None else ev.expires
+            self._seq_of[ev.id] = ev.seq
+            self._clock.subscribe(ev.expires, ev.seq, ev.id)
         elif isinstance(ev, Unsub):
             del self._active[ev.id]
+            del self._seq_of[ev.id]

@@ -10,20 +10,25 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..core.layouts import Subs
 from ..store.subscriptions import B_KMAX, B_SKYBAND, K_KNN, SubTable
 
 
 @njit(inline="always", cache=True)
-def put(ro, nn, cap, kk, key, o, res_key, res_obj, res_dom, o_refs, o_life, prune):
+def put(subs, o_refs, o_life, ro, nn, cap, kk, key, o):
     """Insert the newest object ``o`` (key ``<= kth``) into the ``nn``-entry buffer at
-    ``ro``; it goes before equal keys (the newest wins ties). Returns (new length, object
-    pushed out past ``cap`` or -1, its position or -1 when not placed).
+    ``ro`` (of ``cap`` entries, result size ``kk``); it goes before equal keys (the newest
+    wins ties). ``o_refs``, ``o_life``: the objects' references (counted here) and departure
+    orders. Returns (new length,
+    object pushed out past ``cap`` or -1, its position or -1 when not placed).
 
-    ``prune`` (a k-skyband policy): ``o`` dominates each entry it ranks before and
+    Under a k-skyband policy: ``o`` dominates each entry it ranks before and
     outlives (``o_life``: when an object leaves; CkQST Definition 6, Skype Definition 10
     where objects leave in arrival order), and is dominated by each entry before it that
     outlives it. An entry with ``kk`` dominators can never rank in the first ``kk`` again
     (they leave no earlier than it does), so it leaves — or ``o`` is not placed at all."""
+    res_key, res_obj, res_dom = subs.res_key, subs.res_obj, subs.res_dom
+    prune = subs.policy != B_KMAX
     pos = nn
     while pos > 0 and res_key[ro + pos - 1] >= key:
         pos -= 1
@@ -79,32 +84,39 @@ def skyband_theta(kkey, ks):
 
 
 @njit(inline="always", cache=True)
-def after_put(s, n, cap, kk, ks, policy, res_key, ro, kth, complete):
-    """The entry rule after an insertion. A full buffer admits only what beats its last
+def after_put(subs, s):
+    """The entry rule of slot ``s`` after an insertion (its ``res_n`` set). A full buffer admits only what beats its last
     entry from now on (objects may pass it by unseen, so it is no longer complete). A
     k-skyband buffer holding all qualifying objects takes a threshold once it has k of
     them, as after a re-evaluation: the k-th key (``cskyband``, ``ckskyband``: the cost
     model weighs only what it has seen, these k) or the Skyband rule; else it would keep every
     undominated object of the whole window."""
+    r = subs.rec[s]
+    n, cap, kk, ro, policy = r.res_n, r.kb, r.k, r.res_off, subs.policy
+    res_key = subs.res_key
     if n == cap:
-        complete[s] = False
-        kth[s] = res_key[ro + n - 1]
-    elif policy != B_KMAX and complete[s] and n >= kk:
-        complete[s] = False
+        r.complete = False
+        r.kth = res_key[ro + n - 1]
+    elif policy != B_KMAX and r.complete and n >= kk:
+        r.complete = False
         kk_key = res_key[ro + kk - 1]
-        kth[s] = skyband_theta(kk_key, ks) if policy == B_SKYBAND else kk_key
+        r.kth = skyband_theta(kk_key, r.kind) if policy == B_SKYBAND else kk_key
 
 
-def insert_newest(t: SubTable, s: int, obj: int, key: float, refs: np.ndarray, life: np.ndarray) -> int:
-    """Plain-path insertion (the caller checked ``key <= kth``); updates ``refs``.
-    Returns the object pushed out past the buffer's capacity, or -1."""
-    c = t.cols
-    ro = int(c.res_off[s])
-    n, dropped, _ = put(ro, int(c.res_n[s]), int(c.kb[s]), int(c.k[s]), key, obj, t.res.key, t.res.obj, t.res.dom,
-                        refs, life, t.prune)
-    c.res_n[s] = n
-    after_put(s, n, int(c.kb[s]), int(c.k[s]), int(c.kind[s]), t.policy, t.res.key, ro, c.kth, c.complete)
-    return int(dropped)
+def insert_newest(t: SubTable, orec: np.ndarray, s: int, obj: int, key: float) -> int:
+    """Plain-path insertion (the caller checked ``key <= kth``); updates the objects' ``refs``
+    in ``orec``. Returns the object pushed out past the buffer's capacity, or -1."""
+    return int(_insert(t.plain, orec, s, obj, key))
+
+
+@njit(cache=True)
+def _insert(subs, orec, s, obj, key):
+    subs = Subs(*subs)  # a plain tuple from Python (layouts.plain)
+    r = subs.rec[s]
+    n, dropped, _ = put(subs, orec.refs, orec.expiry, r.res_off, r.res_n, r.kb, r.k, key, obj)
+    r.res_n = n
+    after_put(subs, s)
+    return dropped
 
 
 def remove(t: SubTable, s: int, obj: int) -> None:

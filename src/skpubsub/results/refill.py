@@ -21,6 +21,7 @@ import numpy as np
 from numba import njit
 
 from ..core import postings as P
+from ..core.layouts import Heap, Objects, Postings, Subs
 from ..core.scoring import carries_all, topk_key_ids
 from ..store.objects import alive_entry
 from ..store.subscriptions import B_CKSKYBAND, B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
@@ -79,16 +80,31 @@ def _sift(hk, hq, ho, i, n):
 
 
 @njit(cache=True)
-def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq,
-           res_off, res_n, kth, res_obj, res_key, res_dom, kb, k, complete, policy,
-           o_refs, o_alive, o_seq, o_life, o_kwoff, o_kwlen, o_kw, o_x, o_y, o_wo, o_stamp, st, maxdist,
-           hk, hq, ho,
-           h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta):
-    """Rebuild the buffer of ``s`` from the alive objects by the ``policy`` (SubTable);
-    ``complete`` iff it holds every qualifying object. ``st``: a stamp not yet in
-    ``o_stamp``; ``hk, hq, ho``: scratch for ``POOL*kb`` candidates (key, seq, slot;
-    ``hq`` float64, later the lives of the k latest-leaving candidates). Returns the alive
-    entries read, P: O(P log(candidates kept) + kb*k)."""
+def refill_of(s, subs, objs, alive, freq, maxdist, heap):
+    """``refill`` called from Python, the layouts as plain tuples (``layouts.plain``)."""
+    return refill(s, Subs(*subs), Objects(*objs), Postings(*alive), freq, maxdist, Heap(*heap))
+
+
+@njit(cache=True)
+def refill(s, subs, objs, alive, freq, maxdist, heap):
+    """Rebuild the buffer of slot ``s`` from the alive objects (``alive``, their postings) by
+    the table's policy (SubTable); ``complete`` iff it holds every qualifying object. Each
+    object is read once (``objs.stamp`` against ``objs.next[0]``, a stamp the caller has just
+    taken); ``heap``: scratch for ``POOL*kb`` candidates (key, seq, slot; ``heap.seq``
+    float64, later the lives of the k latest-leaving candidates). Returns the alive entries
+    read, P: O(P log(candidates kept) + kb*k)."""
+    sr = subs.rec
+    kind, match_all, sx, sy, alpha = sr.kind, sr.match_all, sr.x, sr.y, sr.alpha
+    kw_off, kw_len, res_off, res_n, kth, kb, k, complete = (sr.kw_off, sr.kw_len, sr.res_off, sr.res_n, sr.kth,
+                                                            sr.kb, sr.k, sr.complete)
+    kw_id, kw_ws, res_obj, res_key, res_dom, policy = (subs.kw_id, subs.kw_ws, subs.res_obj, subs.res_key,
+                                                       subs.res_dom, subs.policy)
+    orec = objs.rec
+    o_refs, o_seq, o_life, o_kwoff, o_kwlen, o_x, o_y, o_wo = (orec.refs, orec.seq, orec.expiry, orec.kw_off,
+                                                                orec.kw_len, orec.x, orec.y, orec.wo)
+    o_kw, o_stamp, st = objs.kw, objs.stamp, objs.next[0]
+    hk, hq, ho = heap.key, heap.seq, heap.obj
+    blk_next, blk_data = alive.blk_next, alive.blk_data
     ro = res_off[s]
     cap = kb[s]
     kk = k[s]
@@ -111,18 +127,18 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
     for jw in range(off, off + ln):
         if every and jw != first:
             continue
-        p = P.lookup(h_keys, h_vals, np.int64(kw_id[jw]))
+        p = P.lookup(alive.h_keys, alive.h_vals, np.int64(kw_id[jw]))
         if p < 0:
             continue
-        rb = p_head[p]
+        rb = alive.p_head[p]
         wb = rb
         wi = 0
         dropped = 0
         while rb >= 0:  # scan and compact, as store.objects.scan_posting
-            cnt = P.B if rb != p_tail[p] else p_fill[p]
+            cnt = P.B if rb != alive.p_tail[p] else alive.p_fill[p]
             for ri in range(cnt):
                 e = blk_data[rb * P.B + ri]
-                if not alive_entry(e, o_alive, o_seq):
+                if not alive_entry(e, orec):
                     dropped += 1
                     continue
                 wb, wi = P.keep(e, wb, wi, blk_next, blk_data)
@@ -162,8 +178,7 @@ def refill(s, kind, match_all, sx, sy, alpha, kw_off, kw_len, kw_id, kw_ws, freq
                     _sift(hk, hq, ho, 0, n)
             rb = blk_next[rb]
         if dropped:
-            P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free,
-                       meta, dropped)
+            P.truncate(alive, p, wb, wi, dropped)
     for m in range(n - 1, 0, -1):  # heap sort: rank order
         hk[0], hk[m] = hk[m], hk[0]
         hq[0], hq[m] = hq[m], hq[0]

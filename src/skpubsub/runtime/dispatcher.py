@@ -18,11 +18,11 @@ Exactness across workers rests on three rules:
 
 from __future__ import annotations
 
-import heapq
-from collections import Counter, deque
+from collections import Counter
 from typing import Any
 
 from ..core.config import Window
+from ..core.clock import WindowClock
 from ..engine.messages import Backfill, Tick
 from ..io.events import Event, Pub, Sub, Unsub
 from ..partition.base import Plan
@@ -42,9 +42,7 @@ class Dispatcher:
         self._keys: dict[Any, tuple[str, ...]] = {}  # active sub id -> routing keywords
         self._seq: dict[Any, int] = {}  # active sub id -> registration position
         self.kw_workers: dict[str, Counter] = {}  # keyword -> Counter(worker -> subs posted)
-        self._sub_expiry: list[tuple[float, int, Any]] = []
-        self._fifo: deque[int] = deque()  # count window: alive object seqs, oldest first
-        self._heap: list[tuple[float, int]] = []  # time window: (expiry, seq)
+        self.clock = WindowClock(window)  # subscription ids and object seqs leave by it
         self.alive: dict[int, tuple[Pub, set[int]]] = {}  # seq -> (object, workers holding it)
         self._alive_kw: dict[str, set[int]] = {}  # keyword -> alive seqs
         self.sent = 0  # (event, worker) messages, Ticks included
@@ -75,8 +73,7 @@ class Dispatcher:
             for wk in workers:
                 c[wk] += 1
         self.replicas += len(workers)
-        if sub.expires is not None:
-            heapq.heappush(self._sub_expiry, (sub.expires, sub.seq, sub.id))
+        self.clock.subscribe(sub.expires, sub.seq, sub.id)
 
     def _unregister(self, sub_id: Any) -> tuple[int, ...]:
         self.changes.append((sub_id, self._seq.get(sub_id), None))
@@ -163,16 +160,15 @@ class Dispatcher:
     def route(self, ev: Event) -> dict[int, list[Item]]:
         """Worker -> the items it must apply for this event, in order."""
         now = float(ev.t)
-        while self._sub_expiry and self._sub_expiry[0][0] <= now:
-            _, seq, sid = heapq.heappop(self._sub_expiry)
+        for seq, sid in self.clock.subs_ending(now):
             if self._seq.get(sid) == seq:
                 self._unregister(sid)  # the workers end it themselves at this time
         leave: dict[int, list[int]] = {}
-        if self.window.kind == "time":
-            while self._heap and self._heap[0][0] <= now:
-                self._leave(heapq.heappop(self._heap)[1], leave)
-        if isinstance(ev, Pub) and self.window.kind == "count" and len(self._fifo) == self.window.n:
-            self._leave(self._fifo.popleft(), leave)  # the oldest leaves as this one arrives
+        gone = self.clock.leaving(now)
+        if isinstance(ev, Pub):  # under a count window the oldest leaves as this one arrives
+            gone += self.clock.arrive(ev.seq, ev.seq, self.clock.expiry(now, ev.expires, ev.seq))
+        for seq in gone:
+            self._leave(seq, leave)
         before: dict[int, list] = {}
         if isinstance(ev, Sub):
             targets = tuple(sorted(set(self.plan.assign(ev))))
@@ -197,11 +193,6 @@ class Dispatcher:
                 self.alive[ev.seq] = (ev, set(targets))
                 for w in ev.keywords:
                     self._alive_kw.setdefault(w, set()).add(ev.seq)
-                if self.window.kind == "count":
-                    self._fifo.append(ev.seq)
-                else:
-                    expiry = ev.expires if ev.expires is not None else now + self.window.span
-                    heapq.heappush(self._heap, (expiry, ev.seq))
         out: dict[int, list[Item]] = {}
         for wk in targets:
             out[wk] = before.pop(wk, []) + [(ev, tuple(leave.pop(wk, ())))]

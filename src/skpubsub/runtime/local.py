@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.config import Space, Window
-from ..engine.engine import make_engine
+from .engines import make_engine
 from ..engine.messages import Adopt, Drop, Tick
 from ..io.events import Pub
 from ..io.notifications import Match, Notification

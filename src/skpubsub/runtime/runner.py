@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import Space, Window
-from ..engine.engine import make_engine
+from .engines import make_engine
 from ..io.events import Pub, Rejection, Sub, Unsub
 from ..io.lines import read_lines
 from ..io.sinks import RunWriter

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core.config import Space, Window
-from ..engine.engine import make_engine
+from ..runtime.engines import make_engine
 from ..io.encode import json_text
 from ..io.events import Sub, Unsub
 from ..io.notifications import Match, note_line

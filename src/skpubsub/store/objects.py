@@ -15,10 +15,11 @@ from numba import njit
 
 from ..io.events import Pub
 from ..core import postings as P
-from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids
+from ..core.layouts import Laid, Objects, cached
+from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids, grown, segment_items
 
 
-class ObjectTable:
+class ObjectTable(Laid):
     """Columnar objects: O(1) add/free, keyword ids in a segment pool."""
 
     def __init__(self) -> None:
@@ -30,6 +31,9 @@ class ObjectTable:
         }, record=True)
         self.kw = SegmentPool({"id": np.int32})
         self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
+        # slot -> last refill that read the object (results.refill reads each object once)
+        self.stamp = np.zeros(0, dtype=np.int64)
+        self.stamp_next = np.zeros(1, dtype=np.int64)
 
     def add(self, ev: Pub, kw_ids: list[int], expiry: float, alive: bool) -> int:
         c = self.cols
@@ -54,9 +58,40 @@ class ObjectTable:
         self.ids[slot] = None
         self.cols.free(slot)
 
+    def _layouts(self) -> tuple[Objects, tuple]:
+        if len(self.stamp) < self.cols.capacity:
+            self.stamp = grown(self.stamp, self.cols.capacity, 0)
+        key = (self.cols.capacity, self.kw.capacity, len(self.stamp))
+        return cached(self, key, lambda: Objects(self.cols.records, self.kw.id, self.stamp, self.stamp_next))
+
     @property
     def nbytes(self) -> int:
         return self.cols.nbytes + self.kw.nbytes
+
+    def _check(self) -> None:
+        """Assert the table's invariants (a test helper, O(slots + pool size)): free slots
+        cleared (not alive, no references, no id), every slot in use has an id, ``refs >=
+        0``, a keyword segment of distinct ids and ``wo = 1/sqrt(keywords)``; the segments
+        in use lie inside the pool, never overlap each other or a free segment, and with
+        the free ones tile it."""
+        c = self.cols
+        c._check()  # free slots at their fill values: not alive, refs 0, no segment
+        top = c.top
+        in_use = np.ones(top, dtype=np.bool_)
+        in_use[np.asarray(c._free, dtype=np.int64)] = False
+        used, free = np.flatnonzero(in_use), np.flatnonzero(~in_use)
+        assert not len(used) or used[-1] < len(self.ids), "an object slot past ids"
+        assert not np.any(np.equal(self.ids[used], None)), "an object slot in use without an id"
+        assert np.all(np.equal(self.ids[free[free < len(self.ids)]], None)), "a free object slot keeps an id"
+        assert np.all(np.equal(self.ids[top:], None)), "an id past top"
+        assert np.all(c.refs[used] >= 0), "negative reference count"
+        kw_off, kw_len = c.kw_off[used], c.kw_len[used]
+        assert np.all(kw_len >= 1), "an object without keywords"
+        idx, owner = segment_items(kw_off, kw_len)
+        kw = self.kw.id[idx].astype(np.int64)
+        assert np.all(kw >= 0) and len(np.unique((owner << 32) | kw)) == len(kw), "keyword ids not distinct"
+        assert np.array_equal(c.wo[used], 1.0 / np.sqrt(kw_len.astype(np.float64))), "wo is not 1/sqrt(keywords)"
+        self.kw._check(kw_off, kw_len)
 
 
 class AliveStore:
@@ -93,7 +128,7 @@ class AliveStore:
     def add(self, slot: int, kw_ids) -> None:
         kws = np.asarray(kw_ids, dtype=np.int32)
         self.store.reserve(len(kws), len(kws))
-        post_object(*self.store.arrays, slot, self.objs.cols.seq[slot], kws)
+        post_object(self.store.plain, slot, self.objs.cols.seq[slot], kws)
         self.count += 1
         self.live += len(kws)
 
@@ -107,44 +142,67 @@ class AliveStore:
         self.count -= 1
         self.live -= len(kw_ids)
         if self.store.entries > 2 * self.live + 65536:
-            c = self.objs.cols
-            sweep(*self.store.arrays, c.alive, c.seq)
+            sweep(self.store.arrays, self.objs.cols.records)
 
     def posting(self, kw: int) -> np.ndarray:
         """Alive object slots carrying ``kw``, sorted."""
+        return np.sort(read_posting(self.store.arrays, np.int64(kw), self.objs.cols.records))
+
+    def _check(self) -> None:
+        """Assert the store's invariants (a test helper, O(entries)): the posting store's
+        own (``PostingStore._check``); every alive object has exactly one live entry (its
+        slot and seq, as ``alive_entry`` reads it) under each of its keywords, and no live
+        entry is under a keyword its object lacks; ``count`` is the alive objects and
+        ``live`` their keywords. Dead entries (lazy deletion) may stay anywhere."""
+        self.store._check()
         c = self.objs.cols
-        return np.sort(read_posting(*self.store.arrays, np.int64(kw), c.alive, c.seq))
+        alive = np.flatnonzero(c.alive[: c.top])
+        assert self.count == len(alive), ("alive count", self.count, len(alive))
+        assert self.live == int(c.kw_len[alive].sum()), ("live entries", self.live, int(c.kw_len[alive].sum()))
+        keys, ents = self.store._flat()
+        assert np.all(keys >= 0), "a list under a negative key"
+        o = ents >> 32
+        assert np.all(o < c.capacity), "an entry of no object slot"
+        live = c.alive[o] & ((c.seq[o] & 0xFFFFFFFF) == (ents & 0xFFFFFFFF))
+        got = (o[live] << 32) | keys[live]
+        idx, owner = segment_items(c.kw_off[alive], c.kw_len[alive])
+        want = np.sort((alive[owner].astype(np.int64) << 32) | self.objs.kw.id[idx].astype(np.int64))
+        got = np.sort(got)
+        assert len(np.unique(got)) == len(got), "an alive object posted twice under one keyword"
+        assert np.array_equal(got, want), ("alive postings differ from the alive objects' keywords",
+                                           np.setdiff1d(want, got)[:5] >> 32, np.setdiff1d(got, want)[:5] >> 32)
 
 
 @njit(cache=True)
-def post_object(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                slot, seq, kws):
+def post_object(st, slot, seq, kws):
+    """Post object ``slot`` (its seq ``seq``) under each keyword id of ``kws`` in store ``st``."""
     entry = (np.int64(slot) << 32) | (seq & 0xFFFFFFFF)
     for w in kws:
-        P.append(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                 np.int64(w), entry)
+        P.append(st, np.int64(w), entry)
+
+
+@njit(inline="always", cache=True)
+def alive_entry(e, orec):
+    """Is entry ``e`` its object's (alive, and the slot not re-used since)? ``orec``: the
+    object records."""
+    r = orec[e >> 32]
+    return r.alive and (r.seq & 0xFFFFFFFF) == (e & 0xFFFFFFFF)
 
 
 @njit(cache=True)
-def alive_entry(e, o_alive, o_seq):
-    o = e >> 32
-    return o_alive[o] and (o_seq[o] & 0xFFFFFFFF) == (e & 0xFFFFFFFF)
-
-
-@njit(cache=True)
-def scan_posting(p, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                 o_alive, o_seq, out):
+def scan_posting(st, p, orec, out):
     """Alive object slots of list ``p`` into ``out``, compacting it in place; returns how many."""
+    blk_next, blk_data = st.blk_next, st.blk_data
     n = 0
-    rb = p_head[p]
+    rb = st.p_head[p]
     wb = rb
     wi = 0
     dropped = 0
     while rb >= 0:
-        cnt = P.B if rb != p_tail[p] else p_fill[p]
+        cnt = P.B if rb != st.p_tail[p] else st.p_fill[p]
         for ri in range(cnt):
             e = blk_data[rb * P.B + ri]
-            if not alive_entry(e, o_alive, o_seq):
+            if not alive_entry(e, orec):
                 dropped += 1
                 continue
             wb, wi = P.keep(e, wb, wi, blk_next, blk_data)
@@ -152,29 +210,24 @@ def scan_posting(p, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_n
             n += 1
         rb = blk_next[rb]
     if dropped:
-        P.truncate(p, wb, wi, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_free, meta,
-                   dropped)
+        P.truncate(st, p, wb, wi, dropped)
     return n
 
 
 @njit(cache=True)
-def read_posting(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-                 key, o_alive, o_seq):
-    p = P.lookup(h_keys, h_vals, key)
+def read_posting(st, key, orec):
+    p = P.lookup(st.h_keys, st.h_vals, key)
     if p < 0:
         return np.empty(0, dtype=np.int64)
-    out = np.empty(meta[P.M_ENTRIES], dtype=np.int64)
-    n = scan_posting(p, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free,
-                     meta, o_alive, o_seq, out)
+    out = np.empty(st.meta[P.M_ENTRIES], dtype=np.int64)
+    n = scan_posting(st, p, orec, out)
     return out[:n].copy()
 
 
 @njit(cache=True)
-def sweep(h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta,
-          o_alive, o_seq):
+def sweep(st, orec):
     """Drop every dead entry: O(entries)."""
-    out = np.empty(meta[P.M_ENTRIES], dtype=np.int64)
-    for p in range(meta[P.M_POSTINGS]):
-        if p_head[p] >= 0:
-            scan_posting(p, h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data,
-                         blk_free, meta, o_alive, o_seq, out)
+    out = np.empty(st.meta[P.M_ENTRIES], dtype=np.int64)
+    for p in range(st.meta[P.M_POSTINGS]):
+        if st.p_head[p] >= 0:
+            scan_posting(st, p, orec, out)

@@ -7,7 +7,8 @@ import math
 import numpy as np
 
 from ..io.events import KNN, RANGE, TOPK, Sub
-from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids
+from ..core.layouts import Laid, Subs, cached
+from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids, segment_items
 from ..core.scoring import unit_weights
 
 KIND_CODE = {RANGE: 0, KNN: 1, TOPK: 2}
@@ -17,7 +18,7 @@ BUFFERS = ("kmax", "skyband", "cskyband", "ckskyband")
 B_KMAX, B_SKYBAND, B_CSKYBAND, B_CKSKYBAND = range(4)
 
 
-class SubTable:
+class SubTable(Laid):
     """Columnar subscriptions; keyword ids + unit weights in one pool, k-best buffers in another.
 
     A kNN/top-k subscription keeps a buffer ``B`` of up to ``kb >= k`` objects in rank
@@ -112,6 +113,52 @@ class SubTable:
         off = self.cols.res_off[s]
         return self.res.obj[off:off + self.cols.res_n[s]]
 
+    def _layouts(self) -> tuple[Subs, tuple]:
+        key = (self.cols.capacity, self.kw.capacity, self.res.capacity)
+        return cached(self, key, lambda: Subs(self.cols.records, self.kw.id, self.kw.ws, self.res.obj, self.res.key,
+                                              self.res.dom, self.policy))
+
     @property
     def nbytes(self) -> int:
         return self.cols.nbytes + self.kw.nbytes + self.res.nbytes
+
+    def _check(self) -> None:
+        """Assert the table's invariants (a test helper, O(slots + pool sizes)): the slots in
+        use are exactly the active ones, ``ids`` and ``slot_of`` name each other for them
+        and nothing for the others, free slots are cleared (inactive); each active slot's
+        keyword segment holds distinct ids, and a kNN/top-k one's unit weight vector and a
+        result segment of ``kb >= k`` entries with ``res_n <= kb``; a range slot has no
+        result segment (``kb`` and ``res_n`` 0); the segments in use lie inside their pools,
+        never overlap each other or a free segment, and with the free ones tile the pools."""
+        c = self.cols
+        c._check()  # free slots at their fill values: inactive, no segment
+        top = c.top
+        act = np.flatnonzero(c.active[:top])
+        in_use = np.ones(top, dtype=np.bool_)
+        in_use[np.asarray(c._free, dtype=np.int64)] = False
+        assert np.array_equal(act, np.flatnonzero(in_use)), "active slots differ from the slots in use"
+        assert len(self.slot_of) == len(act) == c.count, ("slot_of size", len(self.slot_of), len(act), c.count)
+        assert not len(act) or act[-1] < len(self.ids), "an active slot past ids"
+        for s, ident in zip(act.tolist(), self.ids[act].tolist()):
+            assert ident is not None and self.slot_of.get(ident) == s, ("slot_of disagrees with ids", s, ident)
+        free = np.flatnonzero(~in_use)
+        assert np.all(np.equal(self.ids[free[free < len(self.ids)]], None)), "a free slot keeps an id"
+        assert np.all(np.equal(self.ids[top:], None)), "an id past top"
+        kind = c.kind[act]
+        assert np.all((kind == K_RANGE) | (kind == K_KNN) | (kind == K_TOPK)), "unknown kind"
+        kw_off, kw_len = c.kw_off[act], c.kw_len[act]
+        assert np.all(kw_len >= 1), "a subscription without keywords"
+        idx, owner = segment_items(kw_off, kw_len)
+        kw = self.kw.id[idx].astype(np.int64)
+        assert np.all(kw >= 0) and len(np.unique((owner << 32) | kw)) == len(kw), "keyword ids not distinct"
+        rk = kind[owner] != K_RANGE
+        ws = self.kw.ws[idx][rk]
+        norm = np.bincount(owner[rk], weights=ws * ws, minlength=len(act))[kind != K_RANGE]
+        assert np.all(ws > 0) and np.all(np.abs(norm - 1.0) <= 1e-9), "weights not a unit vector"
+        ranked, rng = act[kind != K_RANGE], act[kind == K_RANGE]
+        k, kb, res_n = c.k[ranked], c.kb[ranked], c.res_n[ranked]
+        assert np.all((k >= 1) & (k <= kb)), "kb below k (or k < 1)"
+        assert np.all((res_n >= 0) & (res_n <= kb)), "res_n outside 0..kb"
+        assert np.all(c.kb[rng] == 0) and np.all(c.res_n[rng] == 0), "a range slot with a result segment"
+        self.kw._check(kw_off, kw_len)
+        self.res._check(c.res_off[ranked], kb)

@@ -36,7 +36,7 @@ HISTORY = 8  # events shown before a mismatch
 
 def engine_factory(index: str, **params: Any) -> EngineFactory:
     """A factory ``(window, space) -> engine`` for :func:`compare` (``make_engine`` by name)."""
-    from ..engine.engine import make_engine
+    from ..runtime.engines import make_engine
 
     def make(window: Window, space: Space) -> Any:
         return make_engine(index, window, space, **params)

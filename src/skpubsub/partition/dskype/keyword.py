@@ -60,10 +60,12 @@ class KeywordPlan(DSkypePlan):
 
 
 @njit(cache=True)
-def _sweep(T, lo, hi, n_home, post_ptr, post_obj, unseen, S, indep, p_word, stamp, tag0, starts):
+def _sweep(T, lo, hi, n_home, sample, stamp, tag0, starts):
     """Greedy left-to-right cut of ``[lo, hi)`` into consecutive ranges each of Eq. (16) cost
     ``<= T`` (a single keyword may exceed it); returns how many, writing the starts (up to
     ``len(starts)``).  Range costs only grow with the range, so the greedy count is minimal."""
+    post_ptr, post_obj, unseen, p_word = sample.post_ptr, sample.post_obj, sample.unseen, sample.p_word
+    S, indep = sample.S, sample.indep
     l = lo
     cnt = 0
     tag = tag0
@@ -113,8 +115,7 @@ def _minmax_ranges(voc: _Vocab, n_home: np.ndarray, m: int) -> list[tuple[int, i
     tag = [0]
 
     def sweep(T: float) -> int:
-        c = _sweep(T, 0, V, nh, voc.post_ptr, voc.post_obj, voc.unseen, voc.S, voc.indep, voc.p_word,
-                   stamp, tag[0], starts)
+        c = _sweep(T, 0, V, nh, voc.sample, stamp, tag[0], starts)
         tag[0] += V + 1
         return c
 

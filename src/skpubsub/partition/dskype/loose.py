@@ -5,12 +5,37 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
 from ...io.events import TOPK, Sub
 from .vocab import _Vocab
+
+
+class _Subs(NamedTuple):
+    """Subscriptions for ``_prefix_kernel``: keyword ranks and weights (CSR, in the global
+    order), position, alpha, k, mode (``_MODE_*``) and the kScore given (NaN: estimate it)."""
+
+    ptr: np.ndarray
+    rank: np.ndarray
+    w: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    alpha: np.ndarray
+    k: np.ndarray
+    mode: np.ndarray
+    kscore: np.ndarray
+
+
+class _Prefixes(NamedTuple):
+    """What ``_prefix_kernel`` writes per subscription."""
+
+    plen: np.ndarray
+    kscore: np.ndarray
+    hits: np.ndarray
+    pseudo: np.ndarray
 
 _MODE_TOPK, _MODE_ANY, _MODE_ALL = 0, 1, 2
 
@@ -46,10 +71,8 @@ def _kth_largest(a, n, k):
 
 
 @njit(cache=True)
-def _prefix_kernel(sub_ptr, sub_rank, sub_w, sub_x, sub_y, sub_alpha, sub_k, sub_mode, sub_kscore,
-                   post_ptr, post_obj, obj_ptr, obj_rank, obj_wo, obj_x, obj_y, unseen, maxdist,
-                   out_plen, out_kscore, out_hits, out_pseudo):
-    """Per subscription: the loose prefix length of Definition 12 with lambda_T of Eq. (18),
+def _prefix_kernel(subs, sample, out):
+    """Per subscription of ``subs`` (``_Subs``), into ``out`` (``_Prefixes``): the loose prefix length of Definition 12 with lambda_T of Eq. (18),
     kScore (given, or estimated among the sample) and how many sample objects carry a prefix
     keyword (for p(pref(s))).
 
@@ -61,6 +84,11 @@ def _prefix_kernel(sub_ptr, sub_rank, sub_w, sub_x, sub_y, sub_alpha, sub_k, sub
     a prefix ``psi[1..p]`` are the objects of ``A`` first reached through ``psi[1..p]`` and, for
     ``p = n``, ``|A| + |postings(psi[n])| - |A with psi[n]|``.
     """
+    sub_ptr, sub_rank, sub_w, sub_x, sub_y, sub_alpha, sub_k, sub_mode, sub_kscore = subs
+    post_ptr, post_obj, obj_ptr, obj_rank, obj_wo = (sample.post_ptr, sample.post_obj, sample.obj_ptr,
+                                                     sample.obj_rank, sample.obj_wo)
+    obj_x, obj_y, unseen, maxdist = sample.obj_x, sample.obj_y, sample.unseen, sample.maxdist
+    out_plen, out_kscore, out_hits, out_pseudo = out
     S = obj_wo.shape[0]
     acc = np.zeros(S)
     stamp = np.zeros(S, dtype=np.int64)
@@ -165,12 +193,12 @@ def _prefixes(voc: _Vocab, subs: Sequence[Sub], kscore):
     hits = np.zeros(n, dtype=np.int64)
     pseudo = np.zeros(n, dtype=np.bool_)
     S = voc.S
-    _prefix_kernel(ptr, ranks, wts,
-                   np.array([s.x for s in subs], dtype=np.float64), np.array([s.y for s in subs], dtype=np.float64),
-                   np.array([s.alpha for s in subs], dtype=np.float64), np.array([s.k for s in subs], dtype=np.int64),
-                   np.array([_mode(s) for s in subs], dtype=np.int64), ks,
-                   voc.post_ptr, voc.post_obj, voc.obj_ptr, voc.obj_rank, voc.obj_wo, voc.obj_x, voc.obj_y,
-                   voc.unseen, voc.maxdist, plen, kout, hits, pseudo)
+    _prefix_kernel(_Subs(ptr, ranks, wts, np.array([s.x for s in subs], dtype=np.float64),
+                         np.array([s.y for s in subs], dtype=np.float64),
+                         np.array([s.alpha for s in subs], dtype=np.float64),
+                         np.array([s.k for s in subs], dtype=np.int64),
+                         np.array([_mode(s) for s in subs], dtype=np.int64), ks),
+                   voc.sample, _Prefixes(plen, kout, hits, pseudo))
     if voc.indep:
         p = np.array([1.0 - float(np.prod(1.0 - voc.p_word[ranks[ptr[i]:ptr[i] + plen[i]]])) for i in range(n)])
     else:

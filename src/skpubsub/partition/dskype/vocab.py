@@ -5,13 +5,35 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
+
+from typing import NamedTuple
 
 from ...core.scoring import unit_weights
 from ...io.events import Sub
 from ..stats import Statistics
+
+
+class Sample(NamedTuple):
+    """The object sample as the planners' kernels read it: postings per keyword rank (CSR),
+    each object's ranks (CSR), weight and position, keywords the sample never saw, keyword
+    probabilities, the sample size, whether keywords are taken as independent (no sample) and
+    the space's MaxDist."""
+
+    post_ptr: np.ndarray
+    post_obj: np.ndarray
+    obj_ptr: np.ndarray
+    obj_rank: np.ndarray
+    obj_wo: np.ndarray
+    obj_x: np.ndarray
+    obj_y: np.ndarray
+    unseen: np.ndarray
+    p_word: np.ndarray
+    S: int
+    indep: bool
+    maxdist: float
 
 
 class _Vocab:
@@ -55,6 +77,11 @@ class _Vocab:
         # p({w}) per rank, the weights of the routing-affinity heuristic
         self.p_single = self.p_word if self.indep else (sample_freq + self.unseen) / (S + 1.0)
 
+    @property
+    def sample(self) -> Sample:
+        return Sample(self.post_ptr, self.post_obj, self.obj_ptr, self.obj_rank, self.obj_wo, self.obj_x, self.obj_y,
+                      self.unseen, self.p_word, self.S, self.indep, self.maxdist)
+
     def key(self, word: str) -> tuple[int, str]:
         r = self.rank.get(word)
         return self.keys[r] if r is not None else (0, word)  # unknown when planning: frequency 0
@@ -63,18 +90,6 @@ class _Vocab:
         """Position of ``word`` in the global order (an unknown word: where it would be inserted)."""
         r = self.rank.get(word)
         return r if r is not None else bisect.bisect_left(self.keys, (0, word))
-
-    def p_set(self, words: Iterable[str]) -> float:
-        """p(W): probability that a message carries a keyword of ``words`` (sample, smoothed)."""
-        ranks = [self.rank.get(w, self.V) for w in words]
-        if self.indep:
-            return 1.0 - float(np.prod(1.0 - self.p_word[ranks]))
-        hit: set[int] = set()
-        pseudo = 0
-        for r in ranks:
-            pseudo |= int(self.unseen[r])
-            hit.update(self.post_obj[self.post_ptr[r]:self.post_ptr[r + 1]].tolist())
-        return (len(hit) + pseudo) / (self.S + 1.0)
 
     def sorted_subs(self, subs: Sequence[Sub]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """CSR (ptr, ranks, unit weights) of the subscriptions' keywords in the global order."""

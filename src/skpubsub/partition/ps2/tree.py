@@ -192,9 +192,6 @@ class _Leaf:
                     out.append(c)
         return out
 
-    def can_space_split(self) -> bool:
-        return bool(self.cuts(0, (0.5,)) or self.cuts(1, (0.5,)))
-
 
 class _Unit:
     """A partition unit: a space leaf, or one keyword group of a text-partitioned leaf."""

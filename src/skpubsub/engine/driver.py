@@ -1,0 +1,245 @@
+"""The publish kernel's driver: a run of consecutive ``pub`` events in kernel calls.
+
+Python adds the run's objects to the table, plans the window's departures before each of
+them (:class:`WindowClock`), reserves posting room and output rows, bundles the tables into
+the kernel's layouts (:mod:`skpubsub.core.layouts`) and calls :func:`kernel.publish_run`
+until the run is done: the kernel stops before an event that might not fit, and Python
+drains its rows into notifications (one net change per pub and subscription), re-posts
+queued slots, reserves more and resumes. A run ends early at a subscription's expiry (the
+plain path applies that pub) and is cut into segments of ``SEGMENT`` pubs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import layouts as L
+from ..index.aoiq import probe_room
+from ..index.prefix import NC
+from ..io.notifications import Notes, net_changes
+from ..core.clock import RunPlan
+from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_EVICT, C_LIVE_ADD, C_LIVE_DROP, C_MISS, C_NEED,
+                     C_NEED_ROWS, C_OUT, C_QUEUE, C_READS, C_REFILLS, C_REMOVED, N_COUNTERS, STOP_EXPIRY,
+                     STOP_FULL, holding, publish_run)
+
+SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
+
+
+def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: list | None = None) -> None:
+    """Apply a run of pub events on ``eng`` (an Engine over a compiled index), appending
+    notifications to ``out`` (a list or a ``NoteBatch``) in stream order (and, with ``tags``,
+    each one's pub index). ``expire``: under external expiry, the seqs of the objects that
+    leave before each pub."""
+    slots = [eng.add_object(ev) for ev in pubs]
+    eng.index.refresh(eng.stats["objects"])  # the run's keywords are counted: review `all` postings
+    i = 0
+    while i < len(pubs):
+        limit = eng.clock.next_sub_end
+        if limit <= float(pubs[i].t):  # a subscription ends first: plain path
+            _extend(out, tags, eng.apply_one(pubs[i], slots[i], expire[i] if expire else ()), i)
+            i += 1
+            continue
+        j = i + 1
+        end = min(len(pubs), i + SEGMENT)
+        while j < end and float(pubs[j].t) < limit:
+            j += 1
+        done = _segment(eng, pubs[i:j], slots[i:j], expire[i:j] if expire else None, out, tags, i)
+        i += done
+        if done < j - i + done:  # stopped: a holder not found through the index (never expected)
+            _extend(out, tags, eng.apply_one(pubs[i], slots[i], expire[i] if expire else ()), i)
+            i += 1
+
+
+def held_by(eng, o: int) -> list[int]:
+    """Slots whose buffer holds object ``o``, found through the index (the plain path's
+    expiry on a compiled index): each holder's region covers ``o``."""
+    oc = eng.objs.cols
+    cands = eng.index.candidates(oc.x[o], oc.y[o], eng.objs.keywords(o))
+    return holding(cands, o, eng.subs.layout).tolist()
+
+
+def _extend(out: list, tags: list | None, notes: list, i: int) -> None:
+    out.extend(notes)
+    if tags is not None:
+        tags.extend([i] * len(notes))
+
+
+def _plan(eng, pubs: list, slots: list[int], expire: list | None) -> RunPlan:
+    """The objects that leave the window before each pub of the run."""
+    if not eng.external:
+        if eng.window.kind != "time":  # departures follow arrival order (count) or never happen
+            return eng.clock.plan(None, None, slots, None)
+        return eng.clock.plan([float(ev.t) for ev in pubs], [ev.seq for ev in pubs], slots,
+                              eng.objs.cols.expiry[slots])
+    owner: list[int] = []
+    objs: list[int] = []
+    if expire:
+        alive = eng.alive_by_seq
+        here = {ev.seq: o for ev, o in zip(pubs, slots)}  # may leave within the run
+        for i, seqs in enumerate(expire):
+            for q in seqs:
+                owner.append(i)
+                objs.append(alive[q] if q in alive else here[q])
+    return RunPlan.of(len(pubs), owner, objs)
+
+
+def _csr(kws: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Keyword id lists as CSR (offsets, int32 ids)."""
+    off = np.zeros(len(kws) + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(k) for k in kws])
+    return off, (np.concatenate(kws).astype(np.int32) if kws else np.empty(0, dtype=np.int32))
+
+
+def _precomputed(eng, run: L.Run, scanned: bool) -> L.Pre:
+    """Candidates found before the kernel runs (``kernel.publish_run``): igpt's top-k slots
+    (held by another index than the grid the kernel scans), or every candidate of aoiq's
+    Algorithm 2 (the grid not scanned per object). None needed: empty."""
+    top, sc, oc = eng.index, eng.subs.cols, eng.objs.cols
+    rf = np.empty(sc.capacity, dtype=np.int64)
+    rf_n = np.zeros(1, dtype=np.int64)
+    if not top.precomputes:
+        none = np.zeros(1, dtype=np.int64)
+        return L.Pre(np.zeros(sc.capacity, dtype=np.int8), none, none[:0], none, none[:0], rf, rf_n, scanned)
+    # Only an object held now or arriving in the run can be held when it leaves, unless a
+    # refill takes it, and a refilled slot is in rf: the others need no candidates.
+    exp_obj, objs = run.exp_obj, eng.objs
+    may_hold = (oc.refs[exp_obj] > 0) | np.isin(exp_obj, run.obj)
+    e_off, e_kw = _csr([objs.keywords(o) if h else objs.keywords(o)[:0] for o, h in zip(exp_obj.tolist(), may_hold)])
+    foreign, pc_off, pc, pe_off, pe = top.precompute(L.Probes(run.x, run.y, run.kwoff, run.kw),
+                                                     L.Probes(oc.x[exp_obj], oc.y[exp_obj], e_off, e_kw))
+    return L.Pre(foreign, pc_off, pc, pe_off, pe, rf, rf_n, scanned)
+
+
+def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
+    sc, oc = eng.subs.cols, eng.objs.cols
+    ix = eng.index.kernel_grid
+    top = sc.top
+    exp_obj = run.exp_obj
+    m_kw = int(max(oc.kw_len[run.obj].max(), oc.kw_len[exp_obj].max() if len(exp_obj) else 0))
+    maxk = int(sc.k[:top].max()) if top else 1
+    return L.Scratch(
+        toks=np.empty(probe_room(m_kw, ix.directory) + NC * m_kw, dtype=np.int64),
+        srt=np.empty(m_kw, dtype=np.int64), cands=np.empty(sc.capacity, dtype=np.int64),
+        hold_s=np.empty(cap, dtype=np.int64), hold_p=np.empty(cap, dtype=np.int64),
+        old_o=np.empty(maxk, dtype=np.int64), old_k=np.empty(maxk),
+        heap=eng.heap(int(sc.kb[:top].max()) if top else 1), queue=np.empty(sc.capacity, dtype=np.int64),
+        dead=np.empty(max(1, len(exp_obj)), dtype=np.int64),
+        ptok=np.empty(max(1, int(sc.kw_len[:top].max()) if top else 1), dtype=np.int64),
+        cell=np.empty(4, dtype=np.int32), ext=np.empty(4))
+
+
+def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, tags: list | None,
+             base: int) -> int:
+    """Run the kernel over ``pubs``; returns how many it applied (all but on a missing holder)."""
+    oc, sc, top = eng.objs.cols, eng.subs.cols, eng.index
+    ix = top.kernel_grid  # the compiled grid the kernel scans (igpt keeps range and knn in one)
+    plan = _plan(eng, pubs, slots, expire)
+    ix.fit(sc.capacity - 1)
+    b_obj = np.array(slots, dtype=np.int64)
+    b_kwoff, b_kw = _csr([eng.objs.keywords(o) for o in slots])
+    retains = eng.window.retains
+    run = L.Run(b_obj, oc.x[b_obj], oc.y[b_obj], b_kwoff, b_kw, oc.wo[b_obj], plan.off, plan.keys, retains)
+    scanned = top.scans  # aoiq[batch=true]: every candidate comes precomputed
+    pre = _precomputed(eng, run, scanned)
+    if top.precomputes and not scanned:
+        eng.stats["candidates"] += top.rejected
+    cap = max(65536, 2 * sc.count + 16)
+    rows = L.rows(cap)
+    scratch = _scratch(eng, run, cap)
+    subs, objs, directory = eng.subs.layout, eng.objs.layout, ix.directory
+    changed = [pre.rf[:0]]
+    dead: list[int] = []
+    start = 0
+    budget = BUDGET
+    while True:
+        counters = np.zeros(N_COUNTERS, dtype=np.int64)
+        counters[C_BUDGET] = budget
+        ix.store.reserve(budget, budget)
+        if retains:
+            eng.alive.store.reserve(len(b_kw), len(b_kw))
+        nxt, status = publish_run(start, sc.count, run, subs, objs, eng.alive.store.arrays, ix.layout, directory,
+                                  pre, scratch, rows, counters)
+        if top.tracks_scores:
+            changed.append(np.unique(rows.s[: counters[C_OUT]]))
+        _drain(eng, pubs, counters, rows, scratch, dead, out, tags, base)
+        if retains:
+            eng.alive.added(nxt - start, int(b_kwoff[nxt] - b_kwoff[start]))
+        if status != STOP_FULL:
+            break
+        start = nxt
+        budget = max(BUDGET, 2 * int(counters[C_NEED]))
+        if counters[C_NEED_ROWS] > len(scratch.hold_s):
+            cap = 2 * int(counters[C_NEED_ROWS])
+            rows = L.rows(cap)
+            scratch = scratch._replace(hold_s=np.empty(cap, dtype=np.int64), hold_p=np.empty(cap, dtype=np.int64))
+    done = nxt
+    if top.tracks_scores:  # scores that rose (results changed) or may have dropped (refills)
+        top.touched(np.concatenate([*changed, pre.rf[: pre.rf_n[0]]]))
+    ix.count(run.x[:done], run.y[:done])  # after the fact: a level choice is cost, never results
+    if status == STOP_EXPIRY:
+        eng.stats["expiry_stops"] += 1
+    _sync(eng, pubs, slots, plan, dead, done)
+    return done
+
+
+def _drain(eng, pubs, counters, rows: L.Rows, scratch: L.Scratch, dead: list, out, tags: list | None,
+           base: int) -> None:
+    """Turn one kernel call's rows into notifications, one net change per (pub, subscription)
+    (SPEC section 6), appended to ``out`` (a list, or columns to a ``NoteBatch``);
+    re-post queued slots; collect the objects that left."""
+    sc = eng.subs.cols
+    ix = eng.index.kernel_grid
+    n = int(counters[C_OUT])
+    eng.stats["candidates"] += int(counters[C_CAND])
+    eng.stats["affected"] += int(counters[C_AFFECTED])
+    ix.live_entries += int(counters[C_LIVE_ADD]) - int(counters[C_LIVE_DROP])
+    if n:
+        d_all = rows.d[:n]
+        left = d_all[(rows.r[:n] == 0) & (d_all >= 0)]  # pushed past k: out of a buffer of k
+        if len(left):
+            eng.forget(left.tolist())
+        keep = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
+        nc = L.note_cols(n)
+        ordered = L.Rows(rows.i[keep], rows.s[keep], rows.a[keep], rows.d[keep], rows.ka[keep], rows.kd[keep], rows.r)
+        c = net_changes(ordered, eng.objs.cols.seq, nc, np.empty(2 * n))
+        oids = eng.objs.ids
+        times = np.empty(len(pubs), dtype=object)
+        times[:] = [ev.t for ev in pubs]
+        notes = Notes(nc.i[:c], eng.subs.ids[nc.s[:c]], times[nc.i[:c]], nc.match[:c], nc.add_off[: c + 1],
+                      oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]])
+        if isinstance(out, list):
+            out.extend(notes.to_list())
+        else:
+            out.add(notes)
+        if tags is not None:
+            tags.extend((notes.pub + base).tolist())
+    for s in scratch.queue[: int(counters[C_QUEUE])].tolist():
+        if sc.active[s] and ix.pending[s]:
+            ix.place(s)
+    ix.maybe_compact()
+    dead.extend(scratch.dead[: int(counters[C_DEAD])].tolist())
+    for key, c in (("expired", C_DEAD), ("expiry_misses", C_MISS), ("expiry_removals", C_REMOVED),
+                   ("refills", C_REFILLS), ("refill_reads", C_READS), ("evictions", C_EVICT)):
+        eng.stats[key] += int(counters[c])
+
+
+def _sync(eng, pubs, slots, plan: RunPlan, dead: list[int], done: int) -> None:
+    """Bring the window bookkeeping up to the ``done`` pubs the kernel applied."""
+    w = eng.window
+    if eng.external:
+        if w.retains:
+            for i in range(done):
+                eng.alive_by_seq[pubs[i].seq] = slots[i]
+        seq = eng.objs.cols.seq
+        for o in plan.gone(done):
+            eng.alive_by_seq.pop(int(seq[o]), None)
+    elif eng.window.kind == "time":
+        eng.clock.commit(plan, [ev.seq for ev in pubs], slots, eng.objs.cols.expiry[slots], done)
+    elif eng.window.retains:
+        eng.clock.commit(plan, None, slots, None, done)
+    if w.retains:  # the kernel posted the pubs it applied as alive
+        for o in dead:
+            eng.alive.remove(o, eng.objs.keywords(o).tolist())
+    eng.forget(dead)
+    eng.forget(slots[:done])
+    eng.free_unreferenced()

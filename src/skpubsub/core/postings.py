@@ -201,7 +201,7 @@ class PostingStore:
         slots = (blk[:, None] * B + np.arange(B)[None, :])[np.arange(B)[None, :] < count[:, None]]
         return np.repeat(self.p_key[live][owner], count), self.blk_data[slots]
 
-    def _contents(self) -> dict[int, np.ndarray]:
+    def contents(self) -> dict[int, np.ndarray]:
         """Every list's entries in order, by key (a test helper)."""
         keys, ents = self._flat()
         if not len(keys):

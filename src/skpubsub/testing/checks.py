@@ -178,7 +178,7 @@ def drop_entries(store: P.PostingStore, key: int, drop: np.ndarray) -> int:
     ``truncate``), so the store stays well formed; returns how many went."""
     p = int(P.lookup(store.h_keys, store.h_vals, np.int64(key)))
     assert p >= 0, ("no list", key)
-    ents = store._contents()[key]
+    ents = store.contents()[key]
     assert len(drop) == len(ents)
     kept = ents[~drop]
     wb, wi = int(store.p_head[p]), 0
@@ -221,7 +221,7 @@ class _Postings:
         g, c = self.grid, self.eng.subs.cols
         from ..index.cells import decode_key
 
-        for key, ents in g.store._contents().items():
+        for key, ents in g.store.contents().items():
             level, cx, cy = decode_key(key, g.lmax)
             for i, e in enumerate(ents.tolist()):
                 s = e >> 32
@@ -246,7 +246,7 @@ class _Postings:
             by_key.setdefault(key, []).append(i)
         store = self.grid.store
         for key, idx in by_key.items():
-            n = len(store._contents()[key])
+            n = len(store.contents()[key])
             mask = np.zeros(n, dtype=np.bool_)
             mask[idx] = True
             drop_entries(store, key, mask)
@@ -379,7 +379,7 @@ def check_catches_a_lost_alive_posting(factory) -> None:
             o = int(alive[np.argmax(oc.seq[alive])])
             kw = int(eng.objs.keywords(o)[0])
             store = eng.alive.store
-            ents = store._contents()[kw]
+            ents = store.contents()[kw]
             mine = ((ents >> 32) == o) & ((ents & 0xFFFFFFFF) == (int(oc.seq[o]) & 0xFFFFFFFF))
             assert _caught_by_check(eng) is None, "_check() failed before anything was planted"
             assert drop_entries(store, kw, mine) == 1

@@ -10,7 +10,7 @@ DEMO_DIR ?= demo-out
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark,plots,data]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,plots,data,service,browser]'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -348,6 +348,15 @@ def _add_bench_partition(sp) -> None:
     q.set_defaults(func=cmd_bench_partition)
 
 
+def _add_serve(sp) -> None:
+    """``skpubsub serve`` (SPEC section 8): flags and work live in :mod:`skpubsub.service`."""
+    from .service.command import DESCRIPTION, add_arguments, serve
+
+    p = sp.add_parser("serve", help="run the HTTP service (SPEC section 8)", description=DESCRIPTION)
+    add_arguments(p, _env)
+    p.set_defaults(func=serve)
+
+
 def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: int, kind: str) -> None:
     p.add_argument("--objects", type=int, default=objects)
     p.add_argument("--subscriptions", type=int, default=subscriptions)
@@ -477,6 +486,7 @@ def parser() -> argparse.ArgumentParser:
     _add_spark_args(d)
     _add_workload_args(d, objects=30_000, subscriptions=10_000, kind="mix")
     d.set_defaults(func=cmd_demo)
+    _add_serve(sp)
     return p
 
 

@@ -1,0 +1,131 @@
+"""``skpubsub serve``: its flags (added to the main parser by ``skpubsub.cli``) and its run."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from .wal import FSYNC_MODES
+
+DESCRIPTION = ("Run the engine as a long-lived HTTP service (SPEC section 8): subscribe, publish, "
+               "Server-Sent Events, a write-ahead log and snapshots in --data DIR, /metrics, a live map at /. "
+               "The admin key is written to DIR/admin.key at first start.")
+
+
+def add_arguments(p: argparse.ArgumentParser, env: Callable[[str, str | None], str | None]) -> None:
+    p.add_argument("--data", required=True, help="data directory: log, snapshots, keys")
+    p.add_argument("--host", default=env("host", "127.0.0.1"), help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=int(env("port", "8080") or 8080), help="0 picks a free port")
+    p.add_argument("--window", default=env("window", "none"))
+    p.add_argument("--space", default=env("space", "-180,-90,180,90"))
+    p.add_argument("--index", default=env("index", "grid"))
+    p.add_argument("--grid", type=int, default=None, help="grid cells per side (grid indexes)")
+    p.add_argument("--fsync", default=env("fsync", "batch"), choices=FSYNC_MODES,
+                   help="always: fsync before each answer (one per micro-batch); batch (default): fsync "
+                        "within --fsync-interval; off: leave it to the kernel")
+    p.add_argument("--fsync-interval", type=float, default=0.05, help="seconds; the loss window of --fsync batch")
+    p.add_argument("--snapshot-every", type=int, default=100_000, help="events between snapshots")
+    p.add_argument("--snapshot-seconds", type=float, default=60.0, help="seconds between snapshots")
+    p.add_argument("--keep", type=int, default=10_000, help="notifications kept per subscription")
+    p.add_argument("--max-body", type=int, default=32 << 20, help="bytes of one request body")
+    p.add_argument("--max-events", type=int, default=10_000, help="events of one request")
+    p.add_argument("--max-batch", type=int, default=5_000, help="events of one micro-batch")
+    p.add_argument("--max-streams", type=int, default=2_000, help="open SSE streams in total")
+    p.add_argument("--streams-per-token", type=int, default=4, help="open SSE streams per subscription")
+    p.add_argument("--write-timeout", type=float, default=10.0,
+                   help="seconds a client may take to read one SSE chunk before it is dropped")
+    p.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--partitioner", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+
+
+class _Server:
+    """uvicorn's server, remembering which signal stopped it (exit 130/143, SPEC 7)."""
+
+    def __init__(self, config) -> None:
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            signal_seen: int | None = None
+
+            def handle_exit(self, sig, frame) -> None:
+                # uvicorn's own handler also raises the signal again after the shutdown (the
+                # process then dies by it); SPEC 7 wants one line and exit 128 + signal.
+                self.signal_seen = sig
+                if self.should_exit and sig == signal.SIGINT:
+                    self.force_exit = True
+                else:
+                    self.should_exit = True
+
+        self.server = Server(config)
+
+
+def serve(a: argparse.Namespace) -> int:
+    for module, name in (("starlette", "Starlette"), ("uvicorn", "uvicorn"), ("prometheus_client", "prometheus_client")):
+        if importlib.util.find_spec(module) is None:
+            raise ValueError(f"serve needs {name}: pip install 'skpubsub[service]'")
+    if a.workers != 1 or a.partitioner is not None:
+        raise ValueError("serve runs one engine for now: --workers/--partitioner are not supported yet")
+    for flag, v in (("--keep", a.keep), ("--max-events", a.max_events), ("--max-batch", a.max_batch),
+                    ("--snapshot-every", a.snapshot_every), ("--max-streams", a.max_streams),
+                    ("--streams-per-token", a.streams_per_token)):
+        if v < 1:
+            raise ValueError(f"{flag} must be >= 1, got {v}")
+    from ..runtime.engines import known_indexes
+
+    if a.index not in known_indexes():
+        from ..index.registry import unknown_index
+
+        raise ValueError(unknown_index(a.index))
+    import asyncio
+
+    import uvicorn
+
+    from .app import Limits, build_app
+    from .core import Core
+    from .wal import Damaged
+
+    params = {"grid": a.grid} if a.grid and a.index != "reference" else {}
+    core = Core(Path(a.data), a.window, a.space, index=a.index, index_params=params, fsync=a.fsync,
+                fsync_interval=a.fsync_interval, keep=a.keep, snapshot_every=a.snapshot_every,
+                snapshot_seconds=a.snapshot_seconds)
+    try:
+        core.open()
+    except (Damaged, OSError) as exc:
+        raise ValueError(f"cannot open --data {a.data}: {exc}") from None
+    limits = Limits(max_body=a.max_body, max_events=a.max_events, max_batch=a.max_batch,
+                    max_streams=a.max_streams, streams_per_token=a.streams_per_token,
+                    write_timeout=a.write_timeout)
+    app = build_app(core, limits)
+    family = socket.AF_INET6 if ":" in a.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((a.host, a.port))
+    except OSError as exc:
+        core.close()
+        raise ValueError(f"cannot listen on {a.host}:{a.port}: {exc.strerror}") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    host, port = sock.getsockname()[:2]
+    url = f"http://{'[' + host + ']' if family == socket.AF_INET6 else host}:{port}"
+    config = uvicorn.Config(app, log_level=a.log_level, access_log=False, lifespan="on",
+                            timeout_graceful_shutdown=3, backlog=2048)
+    server = _Server(config).server
+    restored = (f", restored from snapshot {core.restored_from}" if core.restored_from is not None else "")
+    print(f"skpubsub serve: listening on {url} (data {a.data}: {core.seq} events{restored}, "
+          f"{core.replayed} replayed from the log; admin key in {Path(a.data) / 'admin.key'})", flush=True)
+    asyncio.run(server.serve(sockets=[sock]))
+    sig = server.signal_seen
+    if sig is not None:
+        print(f"skpubsub serve: stopped by {signal.Signals(sig).name}", file=sys.stderr, flush=True)
+        return 128 + int(sig)
+    return 0
+
+

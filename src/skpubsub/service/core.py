@@ -1,0 +1,487 @@
+"""The service's state machine: Gate, engine, registrations, log and snapshots.
+
+Synchronous and free of the web stack, so that it is the same code whether events come
+from HTTP (:mod:`.app`) or from the log at restart. One ``Core`` applies events in
+arrival order; :meth:`Core.process` takes a micro-batch of parsed records and
+
+1. fills what the service may fill (``op`` implied by the route, ``t`` omitted =
+   ``max(last t, now)``, a missing subscription ``id``), validates each record through the
+   one Gate (SPEC section 5; a rejected record changes nothing),
+2. writes the accepted ones to the write-ahead log in one write (group commit),
+3. applies them to the engine and hands each notification to its registration, which
+   numbers it (per-subscription sequence numbers, the SSE ``id:``) and keeps the last
+   ``keep`` of them,
+4. answers one ``{"seq": n}`` (plus ``id`` and ``token`` for a subscription) or
+   ``{"error": reason}`` per record.
+
+A *registration* is one life of a subscription id (ids come back after an ``unsub`` or an
+``expires``): its token digest, its notifications, whether it ended. Notifications of one
+engine call are routed by id, so a batch is cut before a ``sub`` whose id had a
+registration in it (the old and the new life never share a call).
+
+Restart (:meth:`Core.open`) = newest readable snapshot + the log after it; a snapshot is
+re-applied with its notifications suppressed, and the kNN/top-k results it recorded must
+come out equal or it is refused (then an older one is tried).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.clock import WindowClock
+from ..core.config import Space, Window
+from ..io.events import RANGE, Pub, Rejection, Sub, Unsub
+from ..io.notifications import note_line
+from ..io.validate import Gate
+from ..runtime.engines import make_engine
+from . import auth
+from .snapshot import list_snapshots, read_snapshot, write_snapshot
+from .wal import SVC, Damaged, WriteAheadLog
+
+SERVICE_FILE = "service.json"
+FORMAT = "skpubsub-service"
+KEEP = 10_000  # notifications kept per registration (SPEC section 8)
+ROUTE_OPS = {"objects": "pub", "subscriptions": "sub", "events": None}
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+class Reg:
+    """One life of a subscription id: token digest, numbered notifications, end."""
+
+    __slots__ = ("id", "seq", "kind", "record", "token", "ring", "next", "ended", "streams", "wake")
+
+    def __init__(self, record: dict, token: str | None, keep: int) -> None:
+        self.id = record["id"]
+        self.seq: int = record[SVC]["seq"]
+        self.kind: str = record["kind"]
+        self.record = record
+        self.token = token
+        self.ring: deque[tuple[int, str]] = deque(maxlen=keep)
+        self.next = 1  # number of the next notification
+        self.ended: str | None = None  # "unsub" or "expired" once ended
+        self.streams = 0  # open SSE streams (the app counts them)
+        self.wake: set | None = None  # the app's waiting streams (asyncio.Event each)
+
+    def add(self, line: str) -> None:
+        self.ring.append((self.next, line))
+        self.next += 1
+
+    def after(self, n: int, limit: int = 1000) -> list[tuple[int, str]]:
+        """Kept notifications numbered above ``n`` (oldest kept first when ``n`` is older)."""
+        ring = self.ring
+        if not ring or ring[-1][0] <= n:
+            return []
+        start = max(0, n - ring[0][0] + 1)
+        return [ring[i] for i in range(start, min(len(ring), start + limit))]
+
+    @property
+    def first_kept(self) -> int:
+        return self.ring[0][0] if self.ring else self.next
+
+
+@dataclass
+class Outcome:
+    """What one micro-batch did, for the answers, the metrics and the SSE streams."""
+
+    results: list[dict]
+    accepted: Counter = field(default_factory=Counter)
+    rejected: Counter = field(default_factory=Counter)
+    notifications: int = 0
+    touched: set = field(default_factory=set)
+    feed: list = field(default_factory=list)
+    wal_seconds: float = 0.0
+    apply_seconds: float = 0.0
+
+
+def result_seqs(engine: Any, sub_id: Any) -> list[int]:
+    """Stream positions of the objects in a kNN/top-k subscription's result.
+
+    Reads the engines' tables (the public ``subs``/``objs`` of :class:`Engine`, the
+    reference engine's ``subs``): the engine API has no such call yet (see NOTES.md).
+    """
+    subs = engine.subs
+    if isinstance(subs, dict):  # the reference engine
+        return [o.seq for o in subs[sub_id].result]
+    s = subs.slot_of[sub_id]
+    return engine.objs.cols.seq[subs.result(s)].tolist()
+
+
+def _feed_event(ev: Any) -> dict:
+    if isinstance(ev, Pub):
+        return {"op": "pub", "seq": ev.seq, "id": ev.id, "t": ev.t, "x": ev.x, "y": ev.y,
+                "keywords": list(ev.keywords)}
+    if isinstance(ev, Sub):
+        d = {"op": "sub", "seq": ev.seq, "id": ev.id, "t": ev.t, "kind": ev.kind, "keywords": list(ev.keywords)}
+        if ev.kind == RANGE:
+            d["rect"] = list(ev.rect)
+        else:
+            d.update(x=ev.x, y=ev.y, k=ev.k)
+        return d
+    return {"op": "unsub", "seq": ev.seq, "id": ev.id, "t": ev.t}
+
+
+class Core:
+    def __init__(self, data: Path | str, window: Window | str = "none", space: Space | None = None,
+                 index: str = "grid", index_params: dict | None = None, fsync: str = "batch",
+                 fsync_interval: float = 0.05, keep: int = KEEP, snapshot_every: int = 100_000,
+                 snapshot_seconds: float = 60.0, feed: bool = True) -> None:
+        self.data = Path(data)
+        self.window = Window.parse(window) if isinstance(window, str) else window
+        self.space = space or Space()
+        self.index = index
+        self.index_params = dict(index_params or {})
+        self.keep = keep
+        self.snapshot_every = snapshot_every
+        self.snapshot_seconds = snapshot_seconds
+        self.feed_on = feed
+        self.wal = WriteAheadLog(self.data / "wal", fsync, fsync_interval)
+        self.snap_dir = self.data / "snapshots"
+        self.broken: str | None = None
+        self.run_id = ""
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self.gate = Gate(self.window, self.space)
+        self.engine = make_engine(self.index, self.window, self.space, **self.index_params)
+        self.seq = 0  # the last accepted event's stream position
+        self.regs: dict[Any, Reg] = {}  # live registrations by subscription id
+        self.sub_clock = WindowClock(self.window)  # when registrations end by ``expires``
+        self.obj_clock = WindowClock(self.window)  # when kept object records leave
+        self.objects: dict[int, dict] = {}  # seq -> record: objects a restart may need
+        self.snap_seq = 0
+        self.snap_time = time.monotonic()
+        self.snapshots_written = 0
+        self.restored_from: int | None = None
+        self.replayed = 0
+
+    # -- files -----------------------------------------------------------------------------
+    def open(self) -> None:
+        """Create or reopen the data directory: identity, admin key, snapshot + log tail."""
+        self.data.mkdir(parents=True, exist_ok=True)
+        self._identity()
+        self.admin_key = auth.admin_key(self.data)
+        errors = []
+        for seq, path in reversed(list_snapshots(self.snap_dir)):
+            try:
+                self._fresh()
+                self._restore(path)
+                self._replay()
+                break
+            except Damaged as exc:
+                errors.append(str(exc))
+        else:
+            self._fresh()
+            try:
+                self._replay()
+            except Damaged as exc:
+                raise Damaged("; ".join(errors + [str(exc)])) from None
+        self.wal.start(self.seq + 1)
+        self.snap_time = time.monotonic()
+
+    def _identity(self) -> None:
+        path = self.data / SERVICE_FILE
+        want = {"window": str(self.window), "space": str(self.space)}
+        if path.exists():
+            try:
+                have = json.loads(path.read_text())
+                assert have.get("format") == FORMAT
+            except (ValueError, AssertionError):
+                raise Damaged(f"{path}: not a skpubsub service file") from None
+            for k, v in want.items():
+                if have.get(k) != v:
+                    raise ValueError(f"{self.data} holds a service with --{k} {have.get(k)}; start it with the "
+                                     f"same --{k} (or give a new --data DIR)")
+            self.run_id = have["run"]
+            return
+        if self.wal.segments() or list_snapshots(self.snap_dir):
+            raise Damaged(f"{self.data}: a log or snapshots without {SERVICE_FILE}; refusing to guess its settings")
+        self.run_id = secrets.token_hex(8)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"format": FORMAT, "version": 1, "run": self.run_id, **want}) + "\n")
+        tmp.replace(path)
+
+    def _restore(self, path: Path) -> None:
+        seq, body = read_snapshot(path, self.run_id)
+        evs = []
+        try:
+            for rec in body["events"]:
+                ev = self.gate.admit(dict(rec), rec[SVC]["seq"])
+                if isinstance(ev, Rejection):
+                    raise Damaged(f"{path}: record {rec[SVC]['seq']} rejected on restore: {ev.error}")
+                evs.append((ev, rec))
+            self.engine.apply([ev for ev, _ in evs])
+            got = json.loads(_dumps(self.engine.all_results()))
+            if got != body["results"]:
+                raise Damaged(f"{path}: the restored results differ from the snapshot's")
+            rings = {r["seq"]: r for r in body["regs"]}
+            for ev, rec in evs:
+                if isinstance(ev, Sub):
+                    reg = self._register(ev, rec)
+                    r = rings[ev.seq]
+                    reg.next = r["next"]
+                    reg.ring.extend((n, line) for n, line in r["ring"])
+                else:
+                    self._keep_object(ev, rec)
+            self.gate.last_t = body["last_t"]
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, Damaged):
+                raise
+            raise Damaged(f"{path}: malformed ({type(exc).__name__}: {exc})") from None
+        self.seq = self.snap_seq = seq
+        self.restored_from = seq
+
+    def _replay(self) -> None:
+        """Apply the log after the snapshot, notifications numbered as the first time."""
+        chunk: list = []
+        for rec in self.wal.records_after(self.seq):
+            seq = rec[SVC]["seq"]
+            if seq != self.seq + 1:
+                raise Damaged(f"log starts at seq {seq}, but the state ends at {self.seq}")
+            ev = self.gate.admit(rec, seq)
+            if isinstance(ev, Rejection):
+                raise Damaged(f"log record {seq} rejected on replay: {ev.error}")
+            self.seq = seq
+            chunk.append((ev, rec))
+            if len(chunk) >= 4096:
+                self._apply(chunk, Outcome([]))
+                chunk = []
+            self.replayed += 1
+        if chunk:
+            self._apply(chunk, Outcome([]))
+
+    # -- the batch -------------------------------------------------------------------------
+    def process(self, items: list[tuple[str, Any, str | None]]) -> Outcome:
+        """``items``: (route, parsed record, or None with the parse error): validate, log
+        (one write, fsync by the mode), apply. See the module docstring."""
+        out, accepted, data = self.stage(items)
+        if accepted and self.log(out, data, len(items)):
+            self.commit(out, accepted)
+        return out
+
+    def stage(self, items: list[tuple[str, Any, str | None]]) -> tuple[Outcome, list, bytes]:
+        """Validate and number a micro-batch: (outcome with the answers, accepted
+        (event, record) pairs, their log lines). The Gate has taken them: ``log`` and
+        ``commit`` must follow (or the service is broken)."""
+        out = Outcome([{}] * len(items))
+        if self.broken:
+            out.results = [{"error": f"service unavailable: {self.broken}"}] * len(items)
+            return out, [], b""
+        accepted: list = []
+        lines: list[str] = []
+        tokens: dict[int, str] = {}
+        gate = self.gate
+        for i, (route, rec, err) in enumerate(items):
+            if err is not None:
+                out.results[i] = {"error": err}
+                out.rejected["unreadable"] += 1
+                continue
+            if isinstance(rec, dict):
+                implied = ROUTE_OPS[route]
+                if implied is not None:
+                    op = rec.setdefault("op", implied)
+                    if op != implied:
+                        out.results[i] = {"error": f"unknown op: {op!r} (this route takes {implied!r})"}
+                        out.rejected[str(op) if isinstance(op, str) else "unreadable"] += 1
+                        continue
+                rec.pop(SVC, None)
+                if rec.get("op") == "sub" and "id" not in rec:
+                    rec["id"] = self._pick_id()
+                if "t" not in rec:
+                    now = time.time()
+                    last = gate.last_t
+                    rec["t"] = now if last is None or last < now else last
+            try:
+                text = _dumps(rec)
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                out.results[i] = {"error": "invalid unicode"}
+                out.rejected["unreadable"] += 1
+                continue
+            seq = self.seq + 1
+            ev = gate.admit(rec, seq, text)
+            if isinstance(ev, Rejection):
+                out.results[i] = {"error": ev.error}
+                out.rejected[ev.label] += 1
+                continue
+            self.seq = seq
+            svc: dict[str, Any] = {"seq": seq}
+            if isinstance(ev, Sub):
+                token = auth.new_secret()
+                svc["token"] = auth.digest(token)
+                tokens[i] = token
+                out.results[i] = {"seq": seq, "id": ev.id, "token": token}
+            else:
+                out.results[i] = {"seq": seq}
+            rec[SVC] = svc
+            lines.append(f'{text[:-1]},"{SVC}":{_dumps(svc)}}}\n')
+            accepted.append((ev, rec))
+            out.accepted[ev.label] += 1
+        return out, accepted, "".join(lines).encode("utf-8")
+
+    def log(self, out: Outcome, data: bytes, n_items: int, sync: bool | None = None) -> bool:
+        """Write a staged batch to the log (``sync``: fsync now; default: as the mode says)."""
+        t0 = time.perf_counter()
+        try:
+            self.wal.write(data, sync)
+        except OSError as exc:  # the Gate took them; nothing may be applied or acknowledged now
+            self.broken = f"write-ahead log: {exc}"
+            out.results = [{"error": f"service unavailable: {self.broken}"}] * n_items
+            return False
+        out.wal_seconds += time.perf_counter() - t0
+        return True
+
+    def commit(self, out: Outcome, accepted: list) -> None:
+        """Apply a logged batch to the engine and the registrations."""
+        t0 = time.perf_counter()
+        self._apply(accepted, out)
+        out.apply_seconds = time.perf_counter() - t0
+
+    def _pick_id(self) -> str:
+        while True:
+            ident = "s-" + secrets.token_hex(6)
+            if ident not in self.regs:
+                return ident
+
+    def _apply(self, accepted: list, out: Outcome) -> None:
+        seg: list = []
+        new_ids: set = set()
+        for ev, rec in accepted:
+            if seg and isinstance(ev, Sub) and (ev.id in self.regs or ev.id in new_ids):
+                self._apply_segment(seg, out)
+                seg, new_ids = [], set()
+            seg.append((ev, rec))
+            if isinstance(ev, Sub):
+                new_ids.add(ev.id)
+        if seg:
+            self._apply_segment(seg, out)
+
+    def _apply_segment(self, seg: list, out: Outcome) -> None:
+        notes = self.engine.apply([ev for ev, _ in seg])
+        feed = out.feed if self.feed_on else None
+        for ev, rec in seg:
+            if isinstance(ev, Sub):
+                self._register(ev, rec)
+            elif isinstance(ev, Pub):
+                self._keep_object(ev, rec)
+            if feed is not None:
+                feed.append(_feed_event(ev))
+        regs, touched = self.regs, out.touched
+        for n in notes:
+            reg = regs[n.sub]
+            line = note_line(n)
+            reg.add(line)
+            touched.add(reg)
+            if feed is not None:
+                feed.append({"note": line, "reg": reg.seq, "n": reg.next - 1, "kind": reg.kind})
+        out.notifications += len(notes)
+        for ev, _ in seg:
+            if isinstance(ev, Unsub):
+                self._end(regs[ev.id], "unsub", touched)
+        for _, reg in self.sub_clock.subs_ending(float(seg[-1][0].t)):
+            if reg.ended is None:
+                self._end(reg, "expired", touched)
+
+    def _register(self, ev: Sub, rec: dict) -> Reg:
+        reg = Reg(rec, rec[SVC].get("token"), self.keep)
+        self.regs[ev.id] = reg
+        self.sub_clock.subscribe(ev.expires, ev.seq, reg)
+        return reg
+
+    def _end(self, reg: Reg, why: str, touched: set) -> None:
+        reg.ended = why
+        if self.regs.get(reg.id) is reg:
+            del self.regs[reg.id]
+        touched.add(reg)
+
+    def _keep_object(self, ev: Pub, rec: dict) -> None:
+        """Track the records a snapshot may need: the alive objects of a retaining window
+        (by the engine's own clock rule), every object since the last snapshot under none."""
+        clock = self.obj_clock
+        if self.window.kind == "time":
+            for q in clock.leaving(float(ev.t)):
+                self.objects.pop(q, None)
+        if self.window.retains:
+            for q in clock.arrive(ev.seq, ev.seq, clock.expiry(float(ev.t), ev.expires, ev.seq)):
+                self.objects.pop(q, None)
+        self.objects[ev.seq] = rec
+
+    # -- queries ---------------------------------------------------------------------------
+    def lookup(self, ident: str) -> list[Reg]:
+        """Live registrations a path segment may name: the string id, or the integer one."""
+        out = []
+        reg = self.regs.get(ident)
+        if reg is not None:
+            out.append(reg)
+        try:
+            n = int(ident)
+        except ValueError:
+            return out
+        if str(n) == ident and (reg := self.regs.get(n)) is not None:
+            out.append(reg)
+        return out
+
+    def describe(self, reg: Reg) -> dict:
+        rec = {k: v for k, v in reg.record.items() if k not in (SVC, "op")}
+        out = {"id": reg.id, "kind": reg.kind, "seq": reg.seq, "subscription": rec,
+               "notifications": reg.next - 1}
+        if reg.kind != RANGE:
+            out["results"] = self.engine.results(reg.id)
+        return out
+
+    # -- snapshots -------------------------------------------------------------------------
+    def snapshot_due(self) -> bool:
+        if self.seq == self.snap_seq:
+            return False
+        return (self.seq - self.snap_seq >= self.snapshot_every
+                or time.monotonic() - self.snap_time >= self.snapshot_seconds)
+
+    def capture(self) -> tuple[int, dict]:
+        """The snapshot body of the state now (cheap: references and small copies); the
+        log switches to a new segment so that the snapshot covers whole segments."""
+        subs = sorted(self.regs.values(), key=lambda r: r.seq)
+        if not self.window.retains:  # keep only the objects a result holds
+            need = set()
+            for reg in subs:
+                if reg.kind != RANGE:
+                    need.update(result_seqs(self.engine, reg.id))
+            missing = need - self.objects.keys()
+            if missing:
+                raise AssertionError(f"result objects without a record: {sorted(missing)[:5]}")
+            self.objects = {q: self.objects[q] for q in sorted(need)}
+        events = sorted([r.record for r in subs] + list(self.objects.values()), key=lambda r: r[SVC]["seq"])
+        body = {"window": str(self.window), "space": str(self.space), "last_t": self.gate.last_t,
+                "events": events, "results": json.loads(_dumps(self.engine.all_results())),
+                "regs": [{"seq": r.seq, "next": r.next, "ring": list(r.ring)} for r in subs]}
+        seq = self.seq
+        self.snap_seq, self.snap_time = seq, time.monotonic()
+        self.wal.start(seq + 1)
+        return seq, body
+
+    def write_snapshot(self, seq: int, body: dict) -> Path:
+        """Write a captured snapshot (may run in a thread); then drop what it covers:
+        log segments before the previous snapshot, and snapshots older than that."""
+        path = write_snapshot(self.snap_dir, seq, self.run_id, body)
+        snaps = list_snapshots(self.snap_dir)
+        if len(snaps) >= 2:
+            keep_from = snaps[-2][0]
+            self.wal.drop_before(keep_from)
+            for q, p in snaps[:-2]:
+                p.unlink(missing_ok=True)
+        self.snapshots_written += 1
+        return path
+
+    def snapshot_now(self) -> Path:
+        return self.write_snapshot(*self.capture())
+
+    def close(self) -> None:
+        self.wal.close()
+

@@ -1,0 +1,410 @@
+"""``skpubsub serve`` (SPEC section 8) through a real server process and real HTTP.
+
+Every test starts ``skpubsub serve`` on a free port of 127.0.0.1 in a subprocess and talks to
+it with :class:`skpubsub.service.client.Client` (http.client). Results and notifications are
+checked against the reference engine, and against ``skpubsub run``'s files, on the events
+the server acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("prometheus_client")
+
+from skpubsub.io.events import Rejection, Sub  # noqa: E402
+from skpubsub.io.notifications import note_line  # noqa: E402
+from skpubsub.io.validate import Gate  # noqa: E402
+from skpubsub.service.client import Client, StreamRefused, sub_path  # noqa: E402
+from skpubsub.testing.reference import ReferenceEngine  # noqa: E402
+from skpubsub.testing.streams import random_stream  # noqa: E402
+
+
+# -- the server ---------------------------------------------------------------------------------
+class Server:
+    """``skpubsub serve`` in a subprocess; ``url``, ``key`` (admin), ``client()``."""
+
+    def __init__(self, data: Path, *flags: str, window: str = "none", index: str = "grid",
+                 space: str | None = None) -> None:
+        self.data, self.window, self.index = data, window, index
+        self.flags = list(flags) + ([f"--space={space}"] if space else [])
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Server":
+        cmd = [sys.executable, "-m", "skpubsub", "serve", "--data", str(self.data), "--port", "0",
+               "--window", self.window, "--index", self.index, *self.flags]
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.wait(10)
+            raise AssertionError(f"server did not start: {line!r} {self.proc.stderr.read()}")
+        self.banner = line
+        self.url = line.split("listening on ")[1].split()[0]
+        self.key = (self.data / "admin.key").read_text().strip()
+        return self
+
+    def client(self, key: str | None = "admin") -> Client:
+        return Client(self.url, key=self.key if key == "admin" else key)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> int:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def server(tmp_path):
+    started = []
+
+    def make(*flags, **kw) -> Server:
+        s = Server(tmp_path / f"data{len(started)}" if kw.pop("fresh", True) else tmp_path / "data0", *flags, **kw)
+        started.append(s)
+        return s.start()
+
+    yield make
+    for s in started:
+        s.stop()
+
+
+# -- the expectation -------------------------------------------------------------------------------
+def expected(window: str, space, acked: list[dict]):
+    """Reference results and notifications of the acknowledged records, in seq order:
+    (results as [id, [ids]], notification lines in stream order, lines per registration seq)."""
+    from skpubsub.core.config import Space
+
+    sp = Space.parse(space) if isinstance(space, str) else space
+    gate, ref = Gate(window, sp), ReferenceEngine(window, sp)
+    live: dict = {}
+    lines, per_reg = [], defaultdict(list)
+    for rec in acked:
+        ev = gate.admit(json.loads(json.dumps(rec)), rec["_seq"])
+        assert not isinstance(ev, Rejection), (rec, ev)
+        if isinstance(ev, Sub):
+            live[ev.id] = ev.seq
+        for n in ref.apply([ev]):
+            line = note_line(n)
+            lines.append(line)
+            per_reg[live[n.sub]].append(line)
+    return json.loads(json.dumps(ref.all_results())), lines, per_reg
+
+
+def clean_records(stream) -> list[dict]:
+    """The stream's records the service must judge as ``run`` does: with ``t`` and ``id``
+    (the service fills an omitted ``t`` or subscription ``id``: those records differ)."""
+    return [r for r in stream.events
+            if not (isinstance(r, dict) and ("t" not in r or (r.get("op") == "sub" and "id" not in r)))]
+
+
+def post_in_chunks(c: Client, records: list, rng: random.Random) -> list[dict]:
+    """POST the records to /v1/events in random chunks (single, array, NDJSON); returns the
+    acknowledged records, each with its ``_seq``."""
+    acked = []
+    i = 0
+    while i < len(records):
+        k = rng.choice([1, 1, 2, 5, 13, 40])
+        chunk = records[i:i + k]
+        i += k
+        form = rng.choice(["json", "ndjson"]) if len(chunk) > 1 else "single"
+        if form == "single":
+            a = c.post("/v1/events", chunk[0])
+            answers = [a.json()]
+            assert a.status in (200, 400), a
+        elif form == "json":
+            a = c.post("/v1/events", chunk)
+            assert a.status == 200, a
+            answers = a.json()
+        else:
+            raw = "".join(json.dumps(r) + "\n" for r in chunk).encode()
+            a = c.post("/v1/events", raw=raw, headers={"Content-Type": "application/x-ndjson"})
+            assert a.status == 200, a
+            answers = a.json()
+        assert len(answers) == len(chunk)
+        for rec, ans in zip(chunk, answers):
+            if "seq" in ans:
+                acked.append(dict(rec, _seq=ans["seq"]))
+            else:
+                assert set(ans) == {"error"} and ans["error"], ans
+    return acked
+
+
+def feed_notes(c: Client, total: int, timeout: float = 20.0) -> list[dict]:
+    """The admin feed's notification items from the start, until ``total`` of them came."""
+    notes = []
+    for event, ident, data in c.stream("/v1/admin/feed", last_event_id=0, timeout=timeout):
+        item = json.loads(data)
+        if "note" in item:
+            notes.append(item)
+            if len(notes) >= total:
+                break
+    return notes
+
+
+# -- tests ------------------------------------------------------------------------------------------
+def test_http_equals_the_reference_and_run_on_random_streams(server, tmp_path) -> None:
+    """Seeded random streams (junk included) posted in random chunks and forms: every answer,
+    result and notification (numbered per subscription) equals the reference engine on the
+    acknowledged events, and the notifications are byte-identical to ``skpubsub run``'s."""
+    from skpubsub.runtime.runner import run
+
+    for seed, window in ((11, "none"), (12, "count:3"), (13, "time:5"), (14, None), (15, None)):
+        s = random_stream(seed, n_events=(150, 250), window=window)
+        records = clean_records(s)
+        srv = server(window=s.window, space=str(s.space_or_default), index=random.Random(seed).choice(["grid", "dkm"]))
+        c = srv.client()
+        acked = post_in_chunks(c, records, random.Random(seed))
+        assert [r["_seq"] for r in acked] == list(range(1, len(acked) + 1))
+        # the rejected ones are exactly the Gate's rejections of the stream
+        res, lines, per_reg = expected(s.window, s.space_or_default, acked)
+        assert c.get("/v1/admin/results").json() == [{"id": i, "results": r} for i, r in res], seed
+        notes = feed_notes(c, len(lines)) if lines else []
+        assert [n["note"] for n in notes] == lines, seed
+        got = defaultdict(list)
+        for n in notes:
+            got[n["reg"]].append(n)
+        for reg, items in got.items():
+            assert [i["n"] for i in items] == list(range(1, len(items) + 1))
+            assert [i["note"] for i in items] == per_reg[reg]
+        # skpubsub run on the acknowledged events writes the same notifications, byte for byte
+        ev_file = tmp_path / f"acked{seed}.jsonl"
+        ev_file.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "_seq"}) + "\n" for r in acked))
+        run(ev_file, tmp_path / f"run{seed}", window=s.window, space=s.space_or_default, index="reference")
+        assert (tmp_path / f"run{seed}" / "notifications.jsonl").read_text() == "".join(lines), seed
+        srv.stop()
+
+
+def _sub(ident=None, **kw):
+    rec = {"kind": "knn", "x": 0, "y": 0, "k": 2, "keywords": ["cafe"], "t": 1, **kw}
+    if ident is not None:
+        rec["id"] = ident
+    return rec
+
+
+def test_every_route_and_its_errors(server) -> None:
+    srv = server()
+    anon, admin = srv.client(None), srv.client()
+    # the page, health, metrics: anyone
+    assert anon.get("/").status == 200 and b"<svg" in anon.get("/").body or b"map" in anon.get("/").body
+    h = anon.get("/healthz")
+    assert h.status == 200 and h.json()["status"] == "ok"
+    # subscribe: anyone; ids picked when absent; answers id and token
+    a = anon.post("/v1/subscriptions", _sub("a"))
+    assert a.status == 201 and a.json()["id"] == "a" and len(a.json()["token"]) >= 40
+    tok_a = a.json()["token"]
+    b = anon.post("/v1/subscriptions", {"kind": "range", "rect": [0, 0, 10, 10], "keywords": ["cafe"], "t": 1})
+    assert b.status == 201 and b.json()["id"].startswith("s-")
+    tok_b, id_b = b.json()["token"], b.json()["id"]
+    i1 = anon.post("/v1/subscriptions", _sub(1, x=1))  # the integer id 1, not the string "1"
+    assert i1.status == 201 and i1.json()["id"] == 1
+    # bad subscriptions: SPEC 5 reasons, 400, nothing changes
+    for bad, reason in ((_sub("a"), "duplicate active subscription id"), (_sub("z", k=0), "k out of range"),
+                        (_sub("z", k=5.0), "mistyped field: k"), ({**_sub("z"), "kind": "KNN"}, "unknown kind"),
+                        (_sub("z", keywords=[" "]), "no keywords"), (_sub("z", x="X"), "mistyped field: x"),
+                        (_sub("z", op="pub"), "unknown op"), (_sub("z", t=0), "time going backwards")):
+        r = anon.post("/v1/subscriptions", bad)
+        assert r.status == 400 and reason in r.json()["error"], (bad, r)
+    r = anon.post("/v1/subscriptions", raw=json.dumps(_sub("z")).replace('"x": 0', '"x": 1e999').encode())
+    assert r.status == 400 and r.json()["error"] == "non-finite number: x"
+    assert anon.post("/v1/subscriptions", raw=b"{nope").json()["error"].startswith("not JSON")
+    assert anon.post("/v1/subscriptions", raw=b'{"x": NaN}').json()["error"] == "not JSON: bare NaN is not allowed"
+    assert anon.post("/v1/subscriptions", raw=b"\xff\xfe").json()["error"].startswith("not JSON: invalid UTF-8")
+    assert anon.post("/v1/subscriptions", raw=b"").status == 400
+    assert anon.post("/v1/subscriptions", raw=b'{"id":"u\\ud800","kind":"knn"}').json()["error"] == "invalid unicode"
+    # publish: admin or a publish key, never anonymous
+    obj = {"id": "o1", "x": 1, "y": 1, "text": "Cafe!", "t": 2}
+    assert anon.post("/v1/objects", obj).status == 401
+    assert anon.post("/v1/objects", obj, key="wrong").status == 403
+    assert anon.post("/v1/objects", obj, key=tok_a).status == 403  # a token is no publish key
+    (srv.data / "publish.keys").write_text("# publishers\npk-one\npk-two\n")
+    time.sleep(1.1)  # the keys file is reread at most once a second
+    p = anon.post("/v1/objects", obj, key="pk-two")
+    assert p.status == 200 and p.json() == {"seq": 4}
+    assert anon.post("/v1/objects", [dict(obj, id="o2", t=3), dict(obj, x=500)], key="pk-one").json() == [
+        {"seq": 5}, {"error": "out of space: (500, 1) is outside [-180,-90,180,90]"}]
+    # events: admin only
+    assert anon.post("/v1/events", {"op": "pub", **obj}, key="pk-one").status == 403
+    assert admin.post("/v1/events", {"op": "pub", **dict(obj, id="o3", t=4, x=9)}).json() == {"seq": 6}
+    # read a subscription: its token or the admin key; another's token reads nothing
+    g = anon.get(sub_path("a"), key=tok_a)
+    assert g.status == 200 and g.json()["results"] == ["o2", "o1"] and g.json()["kind"] == "knn"
+    assert anon.get(sub_path("a"), key=tok_b).status == 404
+    assert anon.get(sub_path("a")).status == 401
+    assert anon.get(sub_path(id_b), key=tok_b).json()["subscription"]["rect"] == [0, 0, 10, 10]
+    assert admin.get(sub_path(1)).json()["id"] == 1
+    assert anon.get(sub_path("nope"), key=tok_a).status == 404
+    # notifications: SSE, numbered; Last-Event-ID resumes after it
+    seen = list(anon.stream(sub_path("a", "/notifications"), token=tok_a, timeout=0.5) if False else [])
+    it = anon.stream(sub_path("a", "/notifications"), token=tok_a, timeout=3)
+    first = [next(it), next(it)]
+    it.close()
+    assert [(e, i) for e, i, _ in first] == [("message", "1"), ("message", "2")]
+    assert json.loads(first[1][2]) == {"sub": "a", "t": 3, "added": ["o2"], "removed": []}
+    it = anon.stream(sub_path("a", "/notifications"), token=tok_a, last_event_id=1, timeout=3)
+    assert next(it)[1] == "2"
+    it.close()
+    with pytest.raises(StreamRefused) as exc:
+        next(anon.stream(sub_path("a", "/notifications"), token=tok_b))
+    assert exc.value.status == 404
+    # unsubscribe: its token only; then the stream ends and the id is gone
+    assert anon.delete(sub_path("a"), key=tok_b).status == 404
+    d = anon.request("DELETE", sub_path("a"), {"t": 4}, key=tok_a)  # t: optional (else: now)
+    assert d.status == 200 and d.json() == {"seq": 7}
+    assert anon.get(sub_path("a"), key=tok_a).status == 404
+    assert anon.delete(sub_path("a"), key=tok_a).status == 404
+    # the id may be registered again; the old token does not reach the new life
+    a2 = anon.post("/v1/subscriptions", _sub("a", t=5))
+    assert a2.status == 201 and anon.get(sub_path("a"), key=tok_a).status == 404
+    assert anon.get(sub_path("a"), key=a2.json()["token"]).json()["seq"] == 8
+    # unknown routes and methods: JSON errors
+    assert anon.get("/v1/nothing").json() == {"error": "not found"}
+    assert anon.request("PUT", "/v1/objects").status == 405
+    # admin routes
+    assert anon.get("/v1/admin/results").status == 401
+    assert admin.get("/v1/admin/results").json()[0]["id"] == 1
+    assert admin.get("/v1/admin/state").json()["seq"] == 8
+    # metrics
+    m = anon.get("/metrics").body.decode()
+    for name in ("skpubsub_events_total{kind=\"pub\"} 3.0", "skpubsub_rejected_total", "skpubsub_objects_per_second",
+                 "skpubsub_request_seconds_bucket", "skpubsub_notifications_total", "skpubsub_sse_streams"):
+        assert name in m, name
+    # no CORS header anywhere: browsers refuse cross-origin reads, and writes need a preflight
+    r = anon.post("/v1/subscriptions", _sub("c", t=6), headers={"Origin": "https://evil.example"})
+    assert "access-control-allow-origin" not in r.headers
+    assert anon.request("OPTIONS", "/v1/objects", headers={"Origin": "https://evil.example",
+                                                           "Access-Control-Request-Method": "POST"}).status == 405
+
+
+def test_limits(server) -> None:
+    srv = server("--max-body", "200000", "--max-events", "50", "--streams-per-token", "2")
+    c = srv.client()
+    big = {"op": "pub", "id": "o", "x": 0, "y": 0, "text": "a " * 150_000, "t": 1}
+    r = c.post("/v1/events", big)
+    assert r.status == 413 and "body larger than 200000 bytes" in r.json()["error"]
+    r = c.post("/v1/events", [{"op": "pub", "id": i, "x": 0, "y": 0, "text": "a", "t": 1} for i in range(51)])
+    assert r.status == 413 and "too many events" in r.json()["error"]
+    r = c.post("/v1/events", raw=b"\n".join([b'{"op":"pub","id":1,"x":0,"y":0,"text":"a","t":1}'] * 51),
+               headers={"Content-Type": "application/x-ndjson"})
+    assert r.status == 413
+    assert c.get("/healthz").json()["seq"] == 0  # nothing of a refused request was applied
+    # NDJSON: a bad line is rejected alone, the others go on
+    raw = b'{"op":"pub","id":1,"x":0,"y":0,"text":"a","t":1}\nnot json\n{"op":"pub","id":2,"x":0,"y":0,"text":"a","t":2}\n'
+    ans = c.post("/v1/events", raw=raw, headers={"Content-Type": "application/x-ndjson"}).json()
+    assert ans[0] == {"seq": 1} and ans[1]["error"].startswith("not JSON") and ans[2] == {"seq": 2}
+    # streams per token
+    tok = c.post("/v1/subscriptions", _sub("s", t=3)).json()["token"]
+    streams = [_open_stream(srv, sub_path("s", "/notifications"), tok) for _ in range(2)]
+    assert [r.status for _, r in streams] == [200, 200]
+    conn, r = _open_stream(srv, sub_path("s", "/notifications"), tok)
+    assert r.status == 429 and b"too many open streams" in r.read()
+    for conn, _ in streams:
+        conn.close()
+    time.sleep(0.3)  # the server sees them go
+    conn, r = _open_stream(srv, sub_path("s", "/notifications"), tok)
+    assert r.status == 200
+    conn.close()
+
+
+def _open_stream(srv, path, token):
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(srv.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    conn.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+    return conn, conn.getresponse()
+
+
+def test_the_line_rule_in_ndjson(server) -> None:
+    srv = server()
+    c = srv.client()
+    long_line = json.dumps({"op": "pub", "id": 1, "x": 0, "y": 0, "t": 1, "text": "a " * 600_000}).encode()
+    raw = long_line + b"\n" + b'{"op":"pub","id":2,"x":0,"y":0,"text":"a","t":2}\n'
+    ans = c.post("/v1/events", raw=raw, headers={"Content-Type": "application/x-ndjson"}).json()
+    assert ans == [{"error": "line longer than 1048576 bytes"}, {"seq": 1}]
+
+
+def test_restart_goes_on_with_the_acknowledged_state(server, tmp_path) -> None:
+    """Stop, restart (snapshot + log), kill, restart (log tail after a snapshot): same state,
+    same numbering; another --window on the same DIR is refused; a damaged snapshot is
+    refused with the reason and the older one plus the log are used."""
+    s = random_stream(21, n_events=300, window="count:4", junk=False)
+    records = clean_records(s)
+    srv = server("--snapshot-every", "60", window=s.window, space=str(s.space_or_default))
+    acked = post_in_chunks(srv.client(), records[:150], random.Random(1))
+    assert srv.stop() == 143  # SIGTERM: exit 128 + 15 (SPEC 7), after a last snapshot
+    srv.start()
+    assert "restored from snapshot" in srv.banner
+    acked += post_in_chunks(srv.client(), records[150:250], random.Random(2))
+    srv.kill()
+    srv.start()
+    assert srv.client().get("/healthz").json()["replayed"] > 0
+    acked += post_in_chunks(srv.client(), records[250:], random.Random(3))
+    res, lines, per_reg = expected(s.window, s.space_or_default, acked)
+    c = srv.client()
+    assert c.get("/v1/admin/results").json() == [{"id": i, "results": r} for i, r in res]
+    for sub in c.get("/v1/admin/state").json()["subscriptions"]:
+        got = [d for _, _, d in _take(c.stream(sub_path(sub["id"], f"/notifications?seq={sub['seq']}"), timeout=3),
+                                       len(per_reg[sub["seq"]]))]
+        assert [g + "\n" for g in got] == per_reg[sub["seq"]]
+    srv.stop()
+    # another window on the same DIR: refused, one line
+    p = subprocess.run([sys.executable, "-m", "skpubsub", "serve", "--data", str(srv.data), "--port", "0",
+                        "--window", "count:5", f"--space={s.space_or_default}"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.startswith("skpubsub: error:") and "--window count:4" in p.stderr
+    # damage the newest snapshot: the older one and the log give the same state
+    snaps = sorted((srv.data / "snapshots").glob("snapshot-*.json"))
+    assert len(snaps) == 2
+    data = bytearray(snaps[-1].read_bytes())
+    data[-5] ^= 1
+    snaps[-1].write_bytes(bytes(data))
+    srv.start()
+    assert srv.client().get("/v1/admin/results").json() == [{"id": i, "results": r} for i, r in res]
+    srv.stop()
+
+
+def _take(it, n):
+    out = []
+    if n == 0:
+        it.close()
+        return out
+    for item in it:
+        out.append(item)
+        if len(out) >= n:
+            break
+    it.close()
+    return out
+
+
+def test_a_snapshot_is_data_and_holds_no_token(server) -> None:
+    srv = server()
+    c = srv.client()
+    tok = c.post("/v1/subscriptions", _sub("a")).json()["token"]
+    c.post("/v1/admin/snapshot")
+    snap = next((srv.data / "snapshots").glob("snapshot-*.json"))
+    head, body = snap.read_bytes().split(b"\n", 1)
+    assert json.loads(head)["format"] == "skpubsub-service-snapshot" and json.loads(body)["events"][0]["id"] == "a"
+    for f in list((srv.data / "wal").iterdir()) + [snap]:
+        assert tok.encode() not in f.read_bytes()
+    assert oct((srv.data / "admin.key").stat().st_mode & 0o777) == "0o600"

@@ -548,3 +548,39 @@ def test_sigkill_and_restart_under_load_loses_nothing_and_repeats_nothing(tmp_pa
         for f in followers:
             f.stop = True
         srv.stop()
+
+
+def test_a_slow_consumer_is_dropped_and_resumes_where_it_was(server) -> None:
+    """A client that stops reading is dropped after --write-timeout (the others go on); it
+    reconnects with its last id and gets everything after it, once."""
+    import socket
+
+    srv = server("--write-timeout", "1")
+    c = srv.client()
+    tok = c.post("/v1/subscriptions", {"id": "all", "kind": "range", "rect": [-180, -90, 180, 90],
+                                       "keywords": ["x"], "t": 1}).json()["token"]
+    port = int(srv.url.rsplit(":", 1)[1])
+    slow = socket.socket()
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.connect(("127.0.0.1", port))
+    slow.sendall(f"GET /v1/subscriptions/all/notifications HTTP/1.1\r\nHost: x\r\n"
+                 f"Authorization: Bearer {tok}\r\n\r\n".encode())
+    assert slow.recv(12) == b"HTTP/1.1 200"  # then it reads no more
+    pad = "p" * 2000
+    n = 0
+    for r in range(8):
+        objs = [{"id": f"{pad}{n + i}", "x": 0, "y": 0, "keywords": ["x"], "t": 2 + r} for i in range(600)]
+        assert all("seq" in a for a in c.post("/v1/objects", objs).json())
+        n += len(objs)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        m = c.get("/metrics").body.decode()
+        if "skpubsub_sse_dropped_total 1.0" in m:
+            break
+        time.sleep(0.2)
+    assert "skpubsub_sse_dropped_total 1.0" in m
+    assert c.get("/healthz").json()["streams"] == 0
+    slow.close()
+    got = _take(c.stream(sub_path("all", "/notifications"), last_event_id=100, timeout=5), n - 100)
+    assert [int(i) for _, i, _ in got] == list(range(101, n + 1))
+    assert json.loads(got[-1][2])["object"] == f"{pad}{n - 1}"

@@ -19,6 +19,7 @@ demo: $(STAMP)
 	$(BIN)/skpubsub demo --out $(DEMO_DIR)
 
 test: $(STAMP)
+	sh tests/service_browser_setup.sh  # chromium + chromium-driver for the live map's browser test
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 clean:

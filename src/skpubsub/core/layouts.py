@@ -138,11 +138,13 @@ class Pre(NamedTuple):
 
 
 class Heap(NamedTuple):
-    """A refill's candidate heap: key, seq (later lives), object slot."""
+    """A refill's candidate heap: key, seq (later lives), object slot; and ``ids``, room for
+    one alive-store list (as many entries as the store's blocks hold)."""
 
     key: np.ndarray
     seq: np.ndarray
     obj: np.ndarray
+    ids: np.ndarray
 
 
 class Scratch(NamedTuple):
@@ -187,6 +189,25 @@ class NoteCols(NamedTuple):
     add_obj: np.ndarray
     rem_off: np.ndarray
     rem_obj: np.ndarray
+
+
+class SlotLive(NamedTuple):
+    """When a grid entry ``slot << 32 | epoch`` is live (``postings.read``, overloaded in
+    :mod:`skpubsub.index.cgrid`): the subscription is active, the epoch is its current one, it
+    is posted on the list's level and its box covers the list's cell. Views of the records,
+    taken once per scan."""
+
+    active: np.ndarray
+    epoch: np.ndarray
+    level: np.ndarray
+    box: np.ndarray
+
+
+class ObjectLive(NamedTuple):
+    """When an alive-store entry ``object << 32 | seq`` is live (``postings.read``, overloaded
+    in :mod:`skpubsub.store.objects`): the object is alive and its slot not re-used since."""
+
+    rec: np.ndarray
 
 
 def cached(owner: Any, key: Any, build: Callable[[], tuple]) -> tuple[tuple, tuple]:
@@ -247,6 +268,6 @@ def note_cols(n: int) -> NoteCols:
                     np.empty(n, dtype=np.int64))
 
 
-def heap(n: int) -> Heap:
-    """Room for a refill's ``n`` candidates."""
-    return Heap(np.empty(n), np.empty(n), np.empty(n, dtype=np.int64))
+def heap(n: int, entries: int) -> Heap:
+    """Room for a refill's ``n`` candidates and a list of up to ``entries`` entries."""
+    return Heap(np.empty(n), np.empty(n), np.empty(n, dtype=np.int64), np.empty(entries, dtype=np.int64))

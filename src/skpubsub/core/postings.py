@@ -334,6 +334,47 @@ def keep(e, wb, wi, blk_next, blk_data):
     return wb, wi
 
 
+def entry_id(ent, live, where):
+    """The id entry ``ent`` stands for when it is live, else -1. What live means is the
+    owner's: each room that keeps lists here overloads this (``numba.extending.overload``)
+    for the type of its ``live`` bundle (:class:`~skpubsub.core.layouts.SlotLive`: the
+    grid's subscriptions; :class:`~skpubsub.core.layouts.ObjectLive`: the alive objects).
+    ``where``: what the owner's test needs of the list (the grid: its level and cell)."""
+    raise TypeError("postings.entry_id is compiled only: import the room that overloads it")
+
+
+@njit(cache=True)  # not inline="always": Numba 0.6x's IR inliner then mixed refill's locals
+def read(p, live, where, st, stamp, store, out, n):
+    """THE list reader: append to ``out[n:]`` the live ids of list ``p`` (``entry_id``) not
+    stamped ``st``, stamping them (``st`` -1: all of them, ``stamp`` untouched), and compact
+    the list in place, dropping what is no longer live. Returns the new end of ``out``."""
+    blk_next, blk_data = store.blk_next, store.blk_data
+    rb = store.p_head[p]
+    wb = rb
+    wi = 0
+    dropped = 0
+    while rb >= 0:
+        cnt = B if rb != store.p_tail[p] else store.p_fill[p]
+        for ri in range(cnt):
+            ent = blk_data[rb * B + ri]
+            i = entry_id(ent, live, where)
+            if i < 0:
+                dropped += 1
+                continue
+            wb, wi = keep(ent, wb, wi, blk_next, blk_data)
+            if st < 0:
+                out[n] = i
+                n += 1
+            elif stamp[i] != st:  # not yet seen under another key
+                stamp[i] = st
+                out[n] = i
+                n += 1
+        rb = blk_next[rb]
+    if dropped:
+        truncate(store, p, wb, wi, dropped)
+    return n
+
+
 @njit(cache=True)
 def truncate(st, p, wb, wi, dropped):
     """End list ``p`` of store ``st`` at write cursor (block ``wb``, index ``wi``) after an

@@ -111,20 +111,18 @@ def _precomputed(eng, run: L.Run, scanned: bool) -> L.Pre:
 
 
 def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
-    sc, oc = eng.subs.cols, eng.objs.cols
+    sc, oc, subs = eng.subs.cols, eng.objs.cols, eng.subs
     ix = eng.index.kernel_grid
-    top = sc.top
     exp_obj = run.exp_obj
     m_kw = int(max(oc.kw_len[run.obj].max(), oc.kw_len[exp_obj].max() if len(exp_obj) else 0))
-    maxk = int(sc.k[:top].max()) if top else 1
     return L.Scratch(
         toks=np.empty(probe_room(m_kw, ix.directory) + NC * m_kw, dtype=np.int64),
         srt=np.empty(m_kw, dtype=np.int64), cands=np.empty(sc.capacity, dtype=np.int64),
         hold_s=np.empty(cap, dtype=np.int64), hold_p=np.empty(cap, dtype=np.int64),
-        old_o=np.empty(maxk, dtype=np.int64), old_k=np.empty(maxk),
-        heap=eng.heap(int(sc.kb[:top].max()) if top else 1), queue=np.empty(sc.capacity, dtype=np.int64),
+        old_o=np.empty(subs.max_k, dtype=np.int64), old_k=np.empty(subs.max_k),
+        heap=eng.heap(subs.max_kb), queue=np.empty(sc.capacity, dtype=np.int64),
         dead=np.empty(max(1, len(exp_obj)), dtype=np.int64),
-        ptok=np.empty(max(1, int(sc.kw_len[:top].max()) if top else 1), dtype=np.int64),
+        ptok=np.empty(subs.max_kw, dtype=np.int64),
         cell=np.empty(4, dtype=np.int32), ext=np.empty(4))
 
 
@@ -157,6 +155,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
         ix.store.reserve(budget, budget)
         if retains:
             eng.alive.store.reserve(len(b_kw), len(b_kw))
+            scratch = scratch._replace(heap=eng.heap(eng.subs.max_kb))  # room for the grown lists
         nxt, status = publish_run(start, sc.count, run, subs, objs, eng.alive.store.arrays, ix.layout, directory,
                                   pre, scratch, rows, counters)
         if top.tracks_scores:

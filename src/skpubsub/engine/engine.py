@@ -81,7 +81,7 @@ class Engine:
         self._matches: list[tuple[int, int]] = []
         self._unref: set[int] = set()
         self._mark = np.zeros(0, dtype=np.bool_)  # keyword id -> carried by the object being verified
-        self._heap = heap(0)  # refill scratch
+        self._heap = heap(0, 0)  # refill scratch
         self.external = external_expiry
         self.alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
 
@@ -424,9 +424,11 @@ class Engine:
                 self._holders.setdefault(o, []).append(s)
 
     def heap(self, kb: int) -> Heap:
-        """The refill's candidate heap, for buffers of up to ``kb`` entries."""
-        if len(self._heap.key) < kb * POOL:
-            self._heap = heap(kb * POOL)
+        """The refill's candidate heap, for buffers of up to ``kb`` entries and lists as long
+        as the alive store holds now (callers reserve its room first)."""
+        h, entries = self._heap, len(self.alive.store.blk_data)
+        if len(h.key) < kb * POOL or len(h.ids) < entries:
+            self._heap = heap(max(kb * POOL, len(h.key)), max(entries, len(h.ids)))
         return self._heap
 
     # -- queries -------------------------------------------------------------------------

@@ -40,7 +40,7 @@ from ..core.vocab import Vocabulary
 from ..core import postings as P
 from ..core.layouts import Directory, Probes
 from .cells import cell_of, decode_key, level_key
-from .cgrid import CompiledGrid, live_test, read_list
+from .cgrid import CompiledGrid, live_of
 from .prefix import NC, probe_classes
 
 TOKEN_BASE = 1 << 31  # block tokens live above every keyword id in the cell keys
@@ -108,7 +108,7 @@ def batch_probe(batch, directory, grid, subs, toks, srt):
     geo, lmax, prefix, store, slots = grid.geo, grid.lmax, grid.prefix, grid.store, grid.slots
     sr = subs.rec
     active, match_all, kw_off, kw_len, kw_id = sr.active, sr.match_all, sr.kw_off, sr.kw_len, subs.kw_id
-    test = live_test(active, slots)
+    test = live_of(active, slots)
     nq = len(xs)
     nl = lmax + 2
     total = 0
@@ -155,7 +155,7 @@ def batch_probe(batch, directory, grid, subs, toks, srt):
         p = P.lookup(store.h_keys, store.h_vals, key)
         if p >= 0:
             level, cx, cy = decode_key(key, lmax)
-            k = read_list(p, level, cx, cy, test, -1, store, live, 0)
+            k = P.read(p, test, (level, cx, cy), -1, live, store, live, 0)
             if npair + k * (b - a) > len(pq):
                 pq = _grown_to(pq, 2 * (npair + k * (b - a)))
                 ps = _grown_to(ps, len(pq))

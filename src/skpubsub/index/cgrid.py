@@ -33,21 +33,22 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from ..core.config import Space
 from ..core.columns import grown, grown_records
 from ..store.subscriptions import K_TOPK, SubTable
 from ..core.vocab import Vocabulary
 from ..core import postings as P
-from ..core.layouts import Directory, Grid, cached, uncached
+from ..core.layouts import Directory, Grid, SlotLive, cached, uncached
 from .base import SubscriptionIndex
 from .cells import box_at, cell_of, decode_key, extent, level_key
 from .nodecost import count_objects, new_counts, slot_level
 from .prefix import NC, post_tokens, prefix_bounds, probe_classes, same_classes
 
 # Per-slot fields, one record a slot (columns.records): a posting entry's liveness test
-# (read_list: epoch, level, box) and the scan's stamp read one cache line.
+# (postings.read: epoch, level, box) and the scan's stamp read one cache line.
 SLOT_FIELDS = (
     ("epoch", np.int64, 0),
     ("stamp", np.int64, -1),  # last probe that met the slot (scan)
@@ -86,11 +87,11 @@ def post_slot(st, s, epoch, level, box, kws, lmax):
 def _compact_all(grid, active):
     """Drop every stale entry of every list: O(entries)."""
     st = grid.store
-    seen = np.empty(len(active), dtype=np.int64)  # read_list's output, unused here
+    seen = np.empty(len(active), dtype=np.int64)  # the reader's output, unused here
     for p in range(st.meta[P.M_POSTINGS]):
         if st.p_head[p] >= 0:
             level, cx, cy = decode_key(st.p_key[p], grid.lmax)
-            read_list(p, level, cx, cy, live_test(active, grid.slots), -1, st, seen, 0)
+            P.read(p, live_of(active, grid.slots), (level, cx, cy), -1, seen, st, seen, 0)
 
 
 class CompiledGrid(SubscriptionIndex):
@@ -354,7 +355,7 @@ class CompiledGrid(SubscriptionIndex):
         st = self.store
         assert st.entries >= 0
         st._check()  # the posting store's own invariants (hash table, chains, free stacks, counters)
-        # Live entries (read_list's rule: active, current epoch, this level, box covers the
+        # Live entries (the rule of postings.read: active, current epoch, this level, box covers the
         # cell): a posted slot has one in each of its cells x tokens, none twice in a list,
         # and ``live_entries`` counts them all.
         keys, ents = st._flat()
@@ -468,7 +469,7 @@ def scan(x, y, okw, st, active, grid, cands):
     globally, each once (``slots.stamp = st``, a stamp not used before), into ``cands``;
     compacts the lists it reads. Returns how many. The publish kernel's probe too."""
     geo, lmax, store = grid.geo, grid.lmax, grid.store
-    live = live_test(active, grid.slots)
+    live = live_of(active, grid.slots)
     nc = 0
     for w in okw:
         for level in range(-1, lmax + 1):
@@ -481,47 +482,29 @@ def scan(x, y, okw, st, active, grid, cands):
                 key = level_key(w, level, cx, cy, lmax)
             p = P.lookup(store.h_keys, store.h_vals, key)
             if p >= 0:
-                nc = read_list(p, level, cx, cy, live, st, store, cands, nc)
+                nc = P.read(p, live, (level, cx, cy), st, grid.slots.stamp, store, cands, nc)
     return nc
 
 
 @njit(inline="always", cache=True)
-def live_test(active, slots):
-    """What ``read_list`` reads per entry: the subscriptions' ``active`` flags and the grid
-    slots' epoch, level, box and stamp, as arrays (views of the records, taken once per scan)."""
-    return active, slots.epoch, slots.level, slots.box, slots.stamp
+def live_of(active, slots):
+    """The grid's ``SlotLive`` bundle: views of the records, taken once per scan."""
+    return SlotLive(active, slots.epoch, slots.level, slots.box)
 
 
-@njit(inline="always", cache=True)
-def read_list(p, level, cx, cy, live, st, store, out, n):
-    """Append to ``out[n:]`` the live slots of list ``p`` (of cell (cx, cy) on ``level``;
-    ``live``: ``live_test``) not stamped ``st``, stamping them (``st`` -1: all of them, stamps
-    untouched); compacts the list in place. Returns the new end."""
-    active, epoch, lvl, box, stamp = live
-    blk_next, blk_data = store.blk_next, store.blk_data
-    rb = store.p_head[p]
-    wb = rb
-    wi = 0
-    dropped = 0
-    while rb >= 0:
-        cnt = P.B if rb != store.p_tail[p] else store.p_fill[p]
-        for ri in range(cnt):
-            ent = blk_data[rb * P.B + ri]
-            s = ent >> 32
-            # live: current epoch, this level, and its box covers this cell
-            if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or lvl[s] != level or (
-                    level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
-                dropped += 1
-                continue
-            wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)  # compact in place
-            if st < 0:
-                out[n] = s
-                n += 1
-            elif stamp[s] != st:  # not yet seen under another keyword
-                stamp[s] = st
-                out[n] = s
-                n += 1
-        rb = blk_next[rb]
-    if dropped:
-        P.truncate(store, p, wb, wi, dropped)
-    return n
+@overload(P.entry_id)
+def _slot_entry(ent, live, where):
+    """``postings.entry_id`` for the grid: ``where`` is the list's (level, cx, cy)."""
+    if not (isinstance(live, types.BaseNamedTuple) and live.instance_class is SlotLive):
+        return None
+
+    def impl(ent, live, where):
+        s = ent >> 32
+        level, cx, cy = where
+        box = live.box
+        # live: active, current epoch, this level, and its box covers this cell
+        if not live.active[s] or live.epoch[s] != (ent & 0xFFFFFFFF) or live.level[s] != level or (
+                level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+            return np.int64(-1)
+        return s
+    return impl

@@ -21,9 +21,9 @@ import numpy as np
 from numba import njit
 
 from ..core import postings as P
-from ..core.layouts import Heap, Objects, Postings, Subs
+from ..core.layouts import Heap, ObjectLive, Objects, Postings, Subs
 from ..core.scoring import carries_all, topk_key_ids
-from ..store.objects import alive_entry
+from ..store import objects as _objects  # noqa: F401  (overloads postings.entry_id for ObjectLive)
 from ..store.subscriptions import B_CKSKYBAND, B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
 from .kbest import skyband_theta
 
@@ -103,8 +103,7 @@ def refill(s, subs, objs, alive, freq, maxdist, heap):
     o_refs, o_seq, o_life, o_kwoff, o_kwlen, o_x, o_y, o_wo = (orec.refs, orec.seq, orec.expiry, orec.kw_off,
                                                                 orec.kw_len, orec.x, orec.y, orec.wo)
     o_kw, o_stamp, st = objs.kw, objs.stamp, objs.next[0]
-    hk, hq, ho = heap.key, heap.seq, heap.obj
-    blk_next, blk_data = alive.blk_next, alive.blk_data
+    hk, hq, ho, ids = heap.key, heap.seq, heap.obj, heap.ids
     ro = res_off[s]
     cap = kb[s]
     kk = k[s]
@@ -130,55 +129,42 @@ def refill(s, subs, objs, alive, freq, maxdist, heap):
         p = P.lookup(alive.h_keys, alive.h_vals, np.int64(kw_id[jw]))
         if p < 0:
             continue
-        rb = alive.p_head[p]
-        wb = rb
-        wi = 0
-        dropped = 0
-        while rb >= 0:  # scan and compact, as store.objects.scan_posting
-            cnt = P.B if rb != alive.p_tail[p] else alive.p_fill[p]
-            for ri in range(cnt):
-                e = blk_data[rb * P.B + ri]
-                if not alive_entry(e, orec):
-                    dropped += 1
-                    continue
-                wb, wi = P.keep(e, wb, wi, blk_next, blk_data)
-                read += 1
-                o = e >> 32
-                if o_stamp[o] == st:
-                    continue  # seen under another keyword
-                o_stamp[o] = st
-                okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
-                if every and not carries_all(okw, kw_id, off, ln):
-                    continue
-                total += 1
-                dx = o_x[o] - sx[s]
-                dy = o_y[o] - sy[s]
-                d2 = dx * dx + dy * dy  # scoring.dist2
-                if ks == K_KNN:
-                    key = d2
-                else:
-                    key = topk_key_ids(okw, kw_id, kw_ws, off, ln, o_wo[o], alpha[s], d2, maxdist)
-                q = o_seq[o]
-                if n < room:  # the best `room` candidates, worst at the heap's root
-                    i = n
-                    n += 1
-                    hk[i] = key
-                    hq[i] = q
-                    ho[i] = o
-                    while i > 0 and _worse(hk[i], hq[i], hk[(i - 1) // 2], hq[(i - 1) // 2]):
-                        par = (i - 1) // 2
-                        hk[i], hk[par] = hk[par], hk[i]
-                        hq[i], hq[par] = hq[par], hq[i]
-                        ho[i], ho[par] = ho[par], ho[i]
-                        i = par
-                elif _worse(hk[0], hq[0], key, q):
-                    hk[0] = key
-                    hq[0] = q
-                    ho[0] = o
-                    _sift(hk, hq, ho, 0, n)
-            rb = blk_next[rb]
-        if dropped:
-            P.truncate(alive, p, wb, wi, dropped)
+        got = P.read(p, ObjectLive(orec), 0, -1, ids, alive, ids, 0)  # every live entry, repeats too
+        read += got
+        for g in range(got):
+            o = ids[g]
+            if o_stamp[o] == st:
+                continue  # seen under another keyword
+            o_stamp[o] = st
+            okw = o_kw[o_kwoff[o]:o_kwoff[o] + o_kwlen[o]]
+            if every and not carries_all(okw, kw_id, off, ln):
+                continue
+            total += 1
+            dx = o_x[o] - sx[s]
+            dy = o_y[o] - sy[s]
+            d2 = dx * dx + dy * dy  # scoring.dist2
+            if ks == K_KNN:
+                key = d2
+            else:
+                key = topk_key_ids(okw, kw_id, kw_ws, off, ln, o_wo[o], alpha[s], d2, maxdist)
+            q = o_seq[o]
+            if n < room:  # the best `room` candidates, worst at the heap's root
+                i = n
+                n += 1
+                hk[i] = key
+                hq[i] = q
+                ho[i] = o
+                while i > 0 and _worse(hk[i], hq[i], hk[(i - 1) // 2], hq[(i - 1) // 2]):
+                    par = (i - 1) // 2
+                    hk[i], hk[par] = hk[par], hk[i]
+                    hq[i], hq[par] = hq[par], hq[i]
+                    ho[i], ho[par] = ho[par], ho[i]
+                    i = par
+            elif _worse(hk[0], hq[0], key, q):
+                hk[0] = key
+                hq[0] = q
+                ho[0] = o
+                _sift(hk, hq, ho, 0, n)
     for m in range(n - 1, 0, -1):  # heap sort: rank order
         hk[0], hk[m] = hk[m], hk[0]
         hq[0], hq[m] = hq[m], hq[0]

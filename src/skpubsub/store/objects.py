@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from ..io.events import Pub
 from ..core import postings as P
-from ..core.layouts import Laid, Objects, cached
+from ..core.layouts import Laid, ObjectLive, Objects, cached
 from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids, grown, segment_items
 
 
@@ -151,7 +152,7 @@ class AliveStore:
     def _check(self) -> None:
         """Assert the store's invariants (a test helper, O(entries)): the posting store's
         own (``PostingStore._check``); every alive object has exactly one live entry (its
-        slot and seq, as ``alive_entry`` reads it) under each of its keywords, and no live
+        slot and seq, as ``postings.read`` reads it) under each of its keywords, and no live
         entry is under a keyword its object lacks; ``count`` is the alive objects and
         ``live`` their keywords. Dead entries (lazy deletion) may stay anywhere."""
         self.store._check()
@@ -181,37 +182,18 @@ def post_object(st, slot, seq, kws):
         P.append(st, np.int64(w), entry)
 
 
-@njit(inline="always", cache=True)
-def alive_entry(e, orec):
-    """Is entry ``e`` its object's (alive, and the slot not re-used since)? ``orec``: the
-    object records."""
-    r = orec[e >> 32]
-    return r.alive and (r.seq & 0xFFFFFFFF) == (e & 0xFFFFFFFF)
+@overload(P.entry_id)
+def _object_entry(ent, live, where):
+    """``postings.entry_id`` for the alive store: the object is alive and its slot not
+    re-used since (the entry's low half is its seq's)."""
+    if not (isinstance(live, types.BaseNamedTuple) and live.instance_class is ObjectLive):
+        return None
 
-
-@njit(cache=True)
-def scan_posting(st, p, orec, out):
-    """Alive object slots of list ``p`` into ``out``, compacting it in place; returns how many."""
-    blk_next, blk_data = st.blk_next, st.blk_data
-    n = 0
-    rb = st.p_head[p]
-    wb = rb
-    wi = 0
-    dropped = 0
-    while rb >= 0:
-        cnt = P.B if rb != st.p_tail[p] else st.p_fill[p]
-        for ri in range(cnt):
-            e = blk_data[rb * P.B + ri]
-            if not alive_entry(e, orec):
-                dropped += 1
-                continue
-            wb, wi = P.keep(e, wb, wi, blk_next, blk_data)
-            out[n] = e >> 32
-            n += 1
-        rb = blk_next[rb]
-    if dropped:
-        P.truncate(st, p, wb, wi, dropped)
-    return n
+    def impl(ent, live, where):
+        o = ent >> 32
+        r = live.rec[o]
+        return o if r.alive and (r.seq & 0xFFFFFFFF) == (ent & 0xFFFFFFFF) else np.int64(-1)
+    return impl
 
 
 @njit(cache=True)
@@ -220,7 +202,7 @@ def read_posting(st, key, orec):
     if p < 0:
         return np.empty(0, dtype=np.int64)
     out = np.empty(st.meta[P.M_ENTRIES], dtype=np.int64)
-    n = scan_posting(st, p, orec, out)
+    n = P.read(p, ObjectLive(orec), 0, -1, out, st, out, 0)
     return out[:n].copy()
 
 
@@ -230,4 +212,4 @@ def sweep(st, orec):
     out = np.empty(st.meta[P.M_ENTRIES], dtype=np.int64)
     for p in range(st.meta[P.M_POSTINGS]):
         if st.p_head[p] >= 0:
-            scan_posting(st, p, orec, out)
+            P.read(p, ObjectLive(orec), 0, -1, out, st, out, 0)

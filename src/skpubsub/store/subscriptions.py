@@ -64,6 +64,9 @@ class SubTable(Laid):
         self.res = SegmentPool({"obj": np.int64, "key": np.float64, "dom": np.int32})
         self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
         self.slot_of: dict[object, int] = {}
+        # High-water marks of k, kb and keyword counts (the kernels' scratch is sized by them
+        # per run; a max over every slot each run cost more than the run on small runs).
+        self.max_k = self.max_kb = self.max_kw = 1
 
     def add(self, ev: Sub, kw_ids: list[int]) -> int:
         c = self.cols
@@ -80,6 +83,7 @@ class SubTable(Laid):
         off = self.kw.alloc(n)
         self.kw.id[off:off + n] = kw_ids
         c.kw_off[s], c.kw_len[s] = off, n
+        self.max_kw = max(self.max_kw, n)
         if ev.kind == RANGE:
             c.rx1[s], c.ry1[s], c.rx2[s], c.ry2[s] = ev.rect  # type: ignore[misc]
         else:
@@ -87,6 +91,7 @@ class SubTable(Laid):
             self.kw.ws[off:off + n] = unit_weights(ev.weights, n)
             kb = min(4 * ev.k, max(ev.k, math.ceil(self.kmax * ev.k)))
             c.kb[s] = kb
+            self.max_k, self.max_kb = max(self.max_k, ev.k), max(self.max_kb, kb)
             c.res_off[s] = self.res.alloc(kb)
         return s
 
@@ -138,6 +143,9 @@ class SubTable(Laid):
         in_use[np.asarray(c._free, dtype=np.int64)] = False
         assert np.array_equal(act, np.flatnonzero(in_use)), "active slots differ from the slots in use"
         assert len(self.slot_of) == len(act) == c.count, ("slot_of size", len(self.slot_of), len(act), c.count)
+        if len(act):
+            assert (self.max_k >= c.k[act].max() and self.max_kb >= c.kb[act].max()
+                    and self.max_kw >= c.kw_len[act].max()), "a high-water mark below a slot's value"
         assert not len(act) or act[-1] < len(self.ids), "an active slot past ids"
         for s, ident in zip(act.tolist(), self.ids[act].tolist()):
             assert ident is not None and self.slot_of.get(ident) == s, ("slot_of disagrees with ids", s, ident)

@@ -357,6 +357,15 @@ def _add_serve(sp) -> None:
     p.set_defaults(func=serve)
 
 
+def _add_loadgen(sp) -> None:
+    """``skpubsub loadgen``: a benchmark of a local ``serve``; flags and work in :mod:`skpubsub.service.loadgen`."""
+    from .service.loadgen import DESCRIPTION, add_arguments, main
+
+    p = sp.add_parser("loadgen", help="load-test a local `skpubsub serve` (loopback only)", description=DESCRIPTION)
+    add_arguments(p)
+    p.set_defaults(func=main)
+
+
 def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: int, kind: str) -> None:
     p.add_argument("--objects", type=int, default=objects)
     p.add_argument("--subscriptions", type=int, default=subscriptions)
@@ -487,6 +496,7 @@ def parser() -> argparse.ArgumentParser:
     _add_workload_args(d, objects=30_000, subscriptions=10_000, kind="mix")
     d.set_defaults(func=cmd_demo)
     _add_serve(sp)
+    _add_loadgen(sp)
     return p
 
 

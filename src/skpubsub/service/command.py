@@ -99,6 +99,11 @@ def serve(a: argparse.Namespace) -> int:
         core.open()
     except (Damaged, OSError) as exc:
         raise ValueError(f"cannot open --data {a.data}: {exc}") from None
+    try:  # compiled kernels ready before the first request (and before the banner says we listen)
+        warm = core.warm_up()
+    except Exception as exc:
+        core.close()
+        raise ValueError(f"warm-up of the {a.index} engine failed: {type(exc).__name__}: {exc}") from None
     limits = Limits(max_body=a.max_body, max_events=a.max_events, max_batch=a.max_batch,
                     max_streams=a.max_streams, streams_per_token=a.streams_per_token,
                     write_timeout=a.write_timeout)
@@ -123,7 +128,8 @@ def serve(a: argparse.Namespace) -> int:
     server = _Server(config).server
     restored = (f", restored from snapshot {core.restored_from}" if core.restored_from is not None else "")
     print(f"skpubsub serve: listening on {url} (data {a.data}: {core.seq} events{restored}, "
-          f"{core.replayed} replayed from the log; admin key in {Path(a.data) / 'admin.key'})", flush=True)
+          f"{core.replayed} replayed from the log; warmed up in {warm:.2f} s; admin key in "
+          f"{Path(a.data) / 'admin.key'})", flush=True)
     asyncio.run(server.serve(sockets=[sock]))
     sig = server.signal_seen
     if sig is not None:

@@ -37,7 +37,7 @@ from typing import Any
 from ..core.clock import WindowClock
 from ..core.config import Space, Window
 from ..io.events import RANGE, Pub, Rejection, Sub, Unsub
-from ..io.notifications import note_line
+from ..io.notifications import Notes, note_lines
 from ..io.validate import Gate
 from ..runtime.engines import make_engine
 from . import auth
@@ -115,6 +115,21 @@ def result_seqs(engine: Any, sub_id: Any) -> list[int]:
     return engine.objs.cols.seq[subs.result(s)].tolist()
 
 
+def _columnar(engine: Any, evs: list) -> tuple[Any, list]:
+    """Apply ``evs``: (the notifications, as ``note_lines`` takes them; their subscription
+    ids in the same order). The compiled engines' columns are formatted without making a
+    Python object per notification (the lines ``skpubsub run`` writes, byte for byte)."""
+    apply_columnar = getattr(engine, "apply_columnar", None)
+    if apply_columnar is None:  # the reference engine
+        notes = engine.apply(evs)
+        return notes, [n.sub for n in notes]
+    batch = apply_columnar(evs)
+    subs: list = []
+    for part in batch.parts:
+        subs.extend(part.sub.tolist() if isinstance(part, Notes) else [n.sub for n in part])
+    return batch, subs
+
+
 def _feed_event(ev: Any) -> dict:
     if isinstance(ev, Pub):
         return {"op": "pub", "seq": ev.seq, "id": ev.id, "t": ev.t, "x": ev.x, "y": ev.y,
@@ -162,6 +177,37 @@ class Core:
         self.snapshots_written = 0
         self.restored_from: int | None = None
         self.replayed = 0
+
+    def warm_up(self) -> float:
+        """Apply a small stream of every kind to a throwaway engine of the same index, window
+        and space, so that the compiled kernels (Numba: compiled on first call, or read from
+        its cache) are ready before the first request; returns the seconds it took."""
+        t0 = time.perf_counter()
+        sp = self.space
+        cx, cy = (sp.x1 + sp.x2) / 2, (sp.y1 + sp.y2) / 2
+        d = min(sp.x2 - sp.x1, sp.y2 - sp.y1) / 100
+        gate = Gate(self.window, sp)
+        engine = make_engine(self.index, self.window, sp, **self.index_params)
+        recs: list[dict] = [
+            {"op": "sub", "id": "r", "kind": "range", "rect": [cx - d, cy - d, cx + d, cy + d], "keywords": ["a"]},
+            {"op": "sub", "id": "r2", "kind": "range", "rect": [cx - d, cy - d, cx + d, cy + d],
+             "keywords": ["a", "b"], "match": "any"},
+            {"op": "sub", "id": "k", "kind": "knn", "x": cx, "y": cy, "k": 2, "keywords": ["a"]},
+            {"op": "sub", "id": "k2", "kind": "knn", "x": cx, "y": cy, "k": 2, "keywords": ["a", "b"], "match": "all"},
+            {"op": "sub", "id": "p", "kind": "topk", "x": cx, "y": cy, "k": 2, "alpha": 0.5, "keywords": ["a", "b"]},
+        ]
+        for i in range(8):
+            recs.append({"op": "pub", "id": f"o{i}", "x": cx + (i - 4) * d / 8, "y": cy, "text": "a b" if i % 2 else "a"})
+        recs.append({"op": "unsub", "id": "r"})
+        evs = []
+        for i, rec in enumerate(recs):
+            rec["t"] = i // 4
+            ev = gate.admit(rec, i + 1)
+            if not isinstance(ev, Rejection):
+                evs.append(ev)
+        for lo in range(0, len(evs), 7):  # a batch of several, then the rest: both paths of the driver
+            note_lines(_columnar(engine, evs[lo:lo + 7])[0])
+        return time.perf_counter() - t0
 
     # -- files -----------------------------------------------------------------------------
     def open(self) -> None:
@@ -365,7 +411,7 @@ class Core:
             self._apply_segment(seg, out)
 
     def _apply_segment(self, seg: list, out: Outcome) -> None:
-        notes = self.engine.apply([ev for ev, _ in seg])
+        notes, subs = _columnar(self.engine, [ev for ev, _ in seg])
         feed = out.feed if self.feed_on else None
         for ev, rec in seg:
             if isinstance(ev, Sub):
@@ -375,14 +421,14 @@ class Core:
             if feed is not None:
                 feed.append(_feed_event(ev))
         regs, touched = self.regs, out.touched
-        for n in notes:
-            reg = regs[n.sub]
-            line = note_line(n)
+        lines = note_lines(notes)
+        for sub, line in zip(subs, lines):
+            reg = regs[sub]
             reg.add(line)
             touched.add(reg)
             if feed is not None:
                 feed.append({"note": line, "reg": reg.seq, "n": reg.next - 1, "kind": reg.kind})
-        out.notifications += len(notes)
+        out.notifications += len(lines)
         for ev, _ in seg:
             if isinstance(ev, Unsub):
                 self._end(regs[ev.id], "unsub", touched)

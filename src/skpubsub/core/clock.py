@@ -54,6 +54,12 @@ class WindowClock:
     def next_sub_end(self) -> float:
         return self._subs[0][0] if self._subs else math.inf
 
+    @property
+    def next_due(self) -> float:
+        """The earliest time anything is due to leave: a subscription's end, or (time
+        window) an object's expiry; a count window's objects leave by arrivals instead."""
+        return min(self.next_sub_end, self._heap[0][0] if self._heap else math.inf)
+
     # -- objects -----------------------------------------------------------------------
     def expiry(self, t: float, expires: float | None, seq: int) -> float:
         """What orders an object's departure: its expiry time (time window), its seq (count

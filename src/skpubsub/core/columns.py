@@ -58,6 +58,18 @@ class Columns:
         self.count += 1
         return slot
 
+    def add_many(self, n: int) -> np.ndarray:
+        """``n`` slots, the same ones as ``n`` calls of ``add`` in turn."""
+        reuse = self._free[len(self._free) - min(n, len(self._free)):][::-1]
+        del self._free[len(self._free) - len(reuse):]
+        fresh = n - len(reuse)
+        while self.top + fresh > self.capacity:
+            self._grow()
+        slots = np.concatenate([np.array(reuse, dtype=np.int64), np.arange(self.top, self.top + fresh)])
+        self.top += fresh
+        self.count += n
+        return slots
+
     def free(self, slot: int) -> None:
         for name, (_, fill) in self._spec.items():
             getattr(self, name)[slot] = fill

@@ -100,18 +100,47 @@ class Engine:
         from .driver import publish_pubs
 
         run: list[Pub] = []
+        subs: list[Sub] = []
         for ev in events:
             if isinstance(ev, Pub):
+                if subs:
+                    self._subscribe_many(subs, out)
+                    subs = []
                 run.append(ev)
                 continue
             if run:
                 publish_pubs(self, run, out)
                 run = []
+            if isinstance(ev, Sub):
+                subs.append(ev)
+                continue
+            if subs:
+                self._subscribe_many(subs, out)
+                subs = []
             out.extend(self.apply_one(ev))
         if run:
             publish_pubs(self, run, out)
+        if subs:
+            self._subscribe_many(subs, out)
         self.index.refresh(self.stats["objects"])
         return out
+
+    def _subscribe_many(self, evs: list[Sub], out: NoteBatch) -> None:
+        """A run of subscriptions: at once when nothing is due to leave before the last of
+        them and none starts from alive objects (no window, or none alive): then each
+        would have changed nothing but its own registration. Else one by one."""
+        last = float(evs[-1].t)
+        if (len(evs) < 2 or self.external or (self.window.retains and self.alive.count)
+                or self.clock.next_due <= last or any(ev.expires is not None and ev.expires <= last for ev in evs)):
+            for ev in evs:
+                out.extend(self.apply_one(ev))
+            return
+        ids = self.vocab.ids
+        slots = self.subs.add_many(evs, [ids(ev.keywords) for ev in evs])
+        self.index.insert_many(slots)
+        for ev, s in zip(evs, slots.tolist()):
+            if ev.expires is not None:
+                self.clock.subscribe(ev.expires, ev.seq, s)
 
     def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]]) -> list[list[Notification]]:
         """A worker's share of a micro-batch: ``(event or Tick, seqs of objects that leave

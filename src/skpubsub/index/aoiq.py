@@ -388,6 +388,11 @@ class AOIQIndex(CompiledGrid):
         self._assign(s)
         super().insert(s)
 
+    def insert_many(self, slots: np.ndarray) -> None:
+        for s in slots.tolist():
+            self._assign(s)
+        super().insert_many(slots)
+
     def delete(self, s: int) -> None:
         super().delete(s)
         held = self.of_slot.pop(s, None)

@@ -45,6 +45,11 @@ class SubscriptionIndex:
     def insert(self, s: int) -> None:
         raise NotImplementedError
 
+    def insert_many(self, slots: np.ndarray) -> None:
+        """``insert`` of each slot in turn (an index may do it at once)."""
+        for s in slots.tolist():
+            self.insert(s)
+
     def delete(self, s: int) -> None:
         raise NotImplementedError
 

@@ -83,6 +83,69 @@ def post_slot(st, s, epoch, level, box, kws, lmax):
     return n
 
 
+@njit(inline="always", cache=True)
+def _tokens(s, subs, grid, out):
+    """What slot ``s`` is posted under, into ``out`` (``_keywords``' rule, but top-k classes):
+    its token, else an `all` subscription's least frequent keyword, else its keywords."""
+    r = subs.rec[s]
+    if grid.slots[s].tok >= 0:
+        out[0] = grid.slots[s].tok
+        return 1
+    off, ln = r.kw_off, r.kw_len
+    if r.match_all and ln > 1:
+        best = off
+        for j in range(off + 1, off + ln):
+            if grid.freq[subs.kw_id[j]] < grid.freq[subs.kw_id[best]]:
+                best = j
+        out[0] = subs.kw_id[best]
+        return 1
+    for j in range(ln):
+        out[j] = subs.kw_id[off + j]
+    return ln
+
+
+@njit(cache=True)
+def regions(slots, subs, grid, ext):
+    """``place``'s first half for many slots: each slot's level and box (``slot_level``), a
+    new epoch, posted under its ``_tokens``. Returns the entries ``post_many`` will add."""
+    sl = grid.slots
+    one = np.empty(1, dtype=np.int64)
+    total = 0
+    for s in slots:
+        r = subs.rec[s]
+        box = sl[s].box
+        if extent(r, grid.geo[4], ext):
+            level = slot_level(s, subs, grid, ext, box)
+        else:
+            level = -1
+            box[:] = -1
+        sl[s].level = level
+        sl[s].epoch = (sl[s].epoch + 1) & 0xFFFFFFFF
+        sl[s].pending = False
+        kw0 = -1
+        if sl[s].tok >= 0:
+            n = 1
+        elif r.match_all:  # posted under one keyword: the kernel's kw0 test
+            n = _tokens(s, subs, grid, one)
+            kw0 = one[0]
+        else:
+            n = r.kw_len
+        sl[s].nkw = n
+        sl[s].kw0 = kw0
+        cells = 1 if level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
+        total += n * cells
+    return total
+
+
+@njit(cache=True)
+def post_many(slots, subs, grid, toks):
+    """``place``'s second half: post each slot under its tokens (room reserved)."""
+    sl = grid.slots
+    for s in slots:
+        n = _tokens(s, subs, grid, toks)
+        post_slot(grid.store, s, sl[s].epoch, np.int64(sl[s].level), sl[s].box, toks[:n], grid.lmax)
+
+
 @njit(cache=True)
 def _compact_all(grid, active):
     """Drop every stale entry of every list: O(entries)."""
@@ -236,6 +299,26 @@ class CompiledGrid(SubscriptionIndex):
         self.box[s] = box
         self._post(s, kws)
         self.maybe_compact()
+
+    def place_many(self, slots: np.ndarray) -> None:
+        """``place`` of each slot in turn, in two compiled passes (regions, then postings),
+        for slots the prefix filter does not post (the caller's choice)."""
+        self.fit(int(slots.max()))
+        fresh = self.nkw[slots] == 0
+        self.live_entries -= int(sum(self._cells(s) * int(self.nkw[s]) for s in slots[~fresh].tolist()))
+        subs, grid = self.subs.layout, self.layout
+        n = regions(slots, subs, grid, np.empty(4))
+        self.store.reserve(n, n)
+        post_many(slots, subs, self.layout, np.empty(self.subs.max_kw, dtype=np.int64))
+        self.live_entries += n
+        self.maybe_compact()
+
+    def insert_many(self, slots: np.ndarray) -> None:
+        if self.prefix and np.any(self.subs.cols.kind[slots] == K_TOPK):
+            for s in slots.tolist():  # top-k classes follow the frequencies one by one
+                CompiledGrid.insert(self, s)
+        else:
+            self.place_many(slots)
 
     def _post(self, s: int, kws: np.ndarray) -> None:
         """Entries for slot ``s`` under its epoch, level and box: O(cells x keywords)."""

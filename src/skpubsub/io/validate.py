@@ -13,9 +13,12 @@ import json
 import math
 from typing import Any
 
+import msgspec
+
 from ..core.clock import WindowClock
 from ..core.config import Space, Window
 from .events import KINDS, KNN, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, Unsub, op_label
+from . import fastline
 from .keywords import normalise, normalise_keywords, split_text
 
 MAX_LINE = 1_048_576  # bytes, without the newline
@@ -265,6 +268,14 @@ class Gate:
         """One input line; ``raw is None`` means it was longer than MAX_LINE."""
         if raw is None:
             return Rejection(line, f"line longer than {MAX_LINE} bytes", "")
+        try:  # the common case (fastline); whatever it does not accept is judged below
+            ev = fastline.event(fastline.decode(raw), line, self.window, self.space)
+        except msgspec.MsgspecError:
+            ev = None
+        if ev is not None and self._admits(ev):
+            self._accept(ev)
+            self._seq = line
+            return ev
         try:
             rec = parse_line(raw)
         except Invalid as exc:
@@ -294,6 +305,13 @@ class Gate:
     def _is_active(self, ident: Any, t: float) -> bool:
         exp = self._active.get(ident)
         return exp is not None and exp > t
+
+    def _admits(self, ev: Event) -> bool:
+        try:
+            self._check_state(ev)
+        except Invalid:
+            return False
+        return True
 
     def _check_state(self, ev: Event) -> None:
         t = float(ev.t)

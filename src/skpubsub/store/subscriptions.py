@@ -95,6 +95,43 @@ class SubTable(Laid):
             c.res_off[s] = self.res.alloc(kb)
         return s
 
+    def add_many(self, evs: list[Sub], kw_ids: list[list[int]]) -> np.ndarray:
+        """``add`` of each event in turn, the columns written for all at once; returns the slots."""
+        c = self.cols
+        slots = c.add_many(len(evs))
+        self.ids = grow_ids(self.ids, int(slots.max()))
+        ids = [ev.id for ev in evs]
+        boxed = np.empty(len(ids), dtype=object)
+        boxed[:] = ids
+        self.ids[slots] = boxed
+        self.slot_of.update(zip(ids, slots.tolist()))
+        c.active[slots] = True
+        kind = np.array([KIND_CODE[ev.kind] for ev in evs], dtype=np.int8)
+        c.kind[slots] = kind
+        c.match_all[slots] = [ev.match_all for ev in evs]
+        c.seq[slots] = [ev.seq for ev in evs]
+        c.expires[slots] = [math.inf if ev.expires is None else ev.expires for ev in evs]
+        lens = np.array([len(k) for k in kw_ids], dtype=np.int64)
+        offs = np.array([self.kw.alloc(n) for n in lens.tolist()], dtype=np.int64)
+        at = np.repeat(offs - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+        self.kw.id[at] = np.fromiter((w for ws in kw_ids for w in ws), dtype=np.int32, count=len(at))
+        c.kw_off[slots], c.kw_len[slots] = offs, lens
+        self.max_kw = max(self.max_kw, int(lens.max()))
+        rng = kind == K_RANGE
+        if rng.any():
+            rs = slots[rng]
+            rect = np.array([ev.rect for ev, r in zip(evs, rng.tolist()) if r], dtype=np.float64)
+            c.rx1[rs], c.ry1[rs], c.rx2[rs], c.ry2[rs] = rect.T
+        for i in np.flatnonzero(~rng).tolist():  # kNN and top-k: their weights and result segments
+            ev, s, off, n = evs[i], int(slots[i]), int(offs[i]), int(lens[i])
+            c.x[s], c.y[s], c.k[s], c.alpha[s] = ev.x, ev.y, ev.k, ev.alpha
+            self.kw.ws[off:off + n] = unit_weights(ev.weights, n)
+            kb = min(4 * ev.k, max(ev.k, math.ceil(self.kmax * ev.k)))
+            c.kb[s] = kb
+            self.max_k, self.max_kb = max(self.max_k, ev.k), max(self.max_kb, kb)
+            c.res_off[s] = self.res.alloc(kb)
+        return slots
+
     def remove(self, s: int) -> None:
         c = self.cols
         self.kw.release(int(c.kw_off[s]), int(c.kw_len[s]))

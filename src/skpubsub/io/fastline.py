@@ -1,0 +1,124 @@
+"""The common case at line rate: a well-formed event line, decoded by msgspec into a typed
+record and checked without building a dict. msgspec (a C decoder that validates types as
+it parses: strict numbers, no bools for numbers, no NaN) was chosen over orjson because it
+types the fields in the same pass; both are well kept and fast.
+
+The fast path never rejects: a line it does not accept outright (bad JSON, a mistyped,
+missing or null field, anything out of range) goes to :func:`validate.validate_record`,
+which gives the SPEC 5 reason. So the fast path only has to accept exactly the lines the
+slow path accepts, as the same events (tests/test_fastline.py holds it to that).
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..core.config import Space, Window
+from .events import KNN, RANGE, TOPK, Event, Pub, Sub, Unsub
+from .keywords import normalise, split_text
+
+MAX_K = 1000
+_NORMALISED: dict[str, str] = {}  # raw keyword -> normalised: words repeat across a stream
+_CACHE_WORDS = 1 << 18
+
+
+class Line(msgspec.Struct):
+    """The fields an event may carry, typed; absent ones UNSET (null is not absent: it fails
+    the type and the line goes the slow way, which names it)."""
+
+    op: str
+    id: Union[int, str]
+    t: Union[int, float]
+    kind: Union[str, UnsetType] = UNSET
+    x: Union[float, UnsetType] = UNSET
+    y: Union[float, UnsetType] = UNSET
+    rect: Union[list[float], UnsetType] = UNSET
+    k: Union[int, UnsetType] = UNSET
+    alpha: Union[float, UnsetType] = UNSET
+    keywords: Union[list[str], UnsetType] = UNSET
+    text: Union[str, UnsetType] = UNSET
+    match: Union[str, UnsetType] = UNSET
+    weights: Union[dict[str, float], UnsetType] = UNSET
+    expires: Union[int, float, UnsetType] = UNSET
+
+
+decode = msgspec.json.Decoder(Line).decode
+
+
+def _word(w: str) -> str:
+    n = _NORMALISED.get(w)
+    if n is None:
+        if len(_NORMALISED) >= _CACHE_WORDS:
+            _NORMALISED.clear()
+        n = _NORMALISED[w] = normalise(w)
+    return n
+
+
+def _keywords(r: Line) -> tuple[str, ...] | None:
+    if r.keywords is not UNSET:
+        out = tuple(dict.fromkeys(w for w in map(_word, r.keywords) if w))
+    elif r.text is not UNSET:
+        out = split_text(r.text)
+    else:
+        return None
+    return out or None
+
+
+def event(r: Line, seq: int, window: Window, space: Space) -> Event | None:
+    """The event ``validate_record`` makes of this record, or None when it may reject it."""
+    op, t = r.op, r.t
+    if op == "unsub":
+        return Unsub(seq, r.id, t)
+    tf = float(t)
+    expires = None
+    if r.expires is not UNSET:
+        expires = float(r.expires)
+        if not expires > tf:
+            return None
+    if op == "pub":
+        x, y = r.x, r.y
+        if x is UNSET or y is UNSET or not space.contains(x, y):
+            return None
+        if expires is not None and window.kind != "time":
+            return None
+        kws = _keywords(r)
+        return None if kws is None else Pub(seq, r.id, t, x, y, kws, expires)
+    if op != "sub":
+        return None
+    kind = r.kind
+    kws = _keywords(r)
+    if kws is None:
+        return None
+    if kind == RANGE:
+        rect, match = r.rect, r.match
+        if rect is UNSET or len(rect) != 4 or rect[0] > rect[2] or rect[1] > rect[3]:
+            return None
+        if match is not UNSET and match != "all" and match != "any":
+            return None
+        return Sub(seq, r.id, t, RANGE, kws, match_all=match is UNSET or match == "all", rect=tuple(rect),
+                   expires=expires)
+    if kind != KNN and kind != TOPK:
+        return None
+    x, y, k = r.x, r.y, r.k
+    if x is UNSET or y is UNSET or not space.contains(x, y) or k is UNSET or not 1 <= k <= MAX_K:
+        return None
+    if kind == KNN:
+        match = r.match
+        if match is not UNSET and match != "all" and match != "any":
+            return None
+        return Sub(seq, r.id, t, KNN, kws, match_all=match == "all", x=x, y=y, k=k, expires=expires)
+    alpha = r.alpha
+    if alpha is UNSET or not 0.0 <= alpha <= 1.0:
+        return None
+    weights = None
+    if r.weights is not UNSET:
+        given: dict[str, float] = {}
+        for key, w in r.weights.items():
+            if not w > 0:  # msgspec has already refused non-numbers and non-finite ones
+                return None
+            given[normalise(key)] = w
+        weights = tuple(given.get(w, 1.0) for w in kws)
+    return Sub(seq, r.id, t, TOPK, kws, x=x, y=y, k=k, alpha=alpha, weights=weights, expires=expires)

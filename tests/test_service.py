@@ -584,3 +584,79 @@ def test_a_slow_consumer_is_dropped_and_resumes_where_it_was(server) -> None:
     got = _take(c.stream(sub_path("all", "/notifications"), last_event_id=100, timeout=5), n - 100)
     assert [int(i) for _, i, _ in got] == list(range(101, n + 1))
     assert json.loads(got[-1][2])["object"] == f"{pad}{n - 1}"
+
+
+def test_the_fast_body_parser_reads_what_json_reads(monkeypatch) -> None:
+    """Bodies msgspec decodes give exactly the items of the json path (which keeps the SPEC 6
+    reasons for what msgspec refuses: bare NaN, 1e400, lone surrogates, bad UTF-8)."""
+    import msgspec
+
+    from skpubsub.service import app as app_mod
+
+    bodies = [b'{"op":"pub","id":"o","x":1,"y":2.5,"keywords":["a"],"t":1}', b'[{"a":1,"a":2},3,"x",null,[1e16,-0.0]]',
+              b'[{"id":123456789012345678901234567890}]', b'\xef\xbb\xbf{"x":1}', b' [ ] ', b'[NaN, {"a":1}]',
+              b'[1e400]', b'["\\ud800"]', b'{"t":"\xff"}', b'{"a":1}\n{"b":2}\n', b'{"x":"\\u00e9\\u2028"}']
+    fast = []
+    for b in bodies:
+        try:
+            fast.append(app_mod.parse_body(b, "application/json", "events", 100))
+        except app_mod.HTTPError as exc:
+            fast.append((exc.status, exc.error))
+
+    def refuse(_):
+        raise msgspec.DecodeError("forced")
+
+    monkeypatch.setattr(app_mod, "_decode", refuse)
+    for b, f in zip(bodies, fast):
+        try:
+            slow = app_mod.parse_body(b, "application/json", "events", 100)
+        except app_mod.HTTPError as exc:
+            slow = (exc.status, exc.error)
+        assert repr(f) == repr(slow), b
+
+
+def _events(c: Client, ident, token, last=None, timeout=5.0) -> list[tuple[str, str | None, str]]:
+    """A stream read to its end (an ended registration's: what is kept, then ``end``)."""
+    return list(c.stream(sub_path(ident, "/notifications"), token=token, last_event_id=last, timeout=timeout))
+
+
+def test_an_ended_subscription_stays_readable_for_a_while(server) -> None:
+    """After an unsub or an ``expires``, the subscription's token still reads its last
+    notifications and ``end`` (a client that was away misses nothing), across a restart; GET
+    and DELETE say it is gone; ``--keep-ended`` bounds how many ended ones are kept."""
+    srv = server("--keep-ended", "2")
+    anon, admin = srv.client(None), srv.client()
+    toks = {}
+    for i, ident in enumerate(["a", "b", "c"]):
+        toks[ident] = anon.post("/v1/subscriptions", _sub(ident, k=1, t=1)).json()["token"]
+    x = anon.post("/v1/subscriptions", {"kind": "range", "rect": [0, 0, 1, 1], "keywords": ["cafe"], "t": 1,
+                                        "id": "x", "expires": 3}).json()["token"]
+    obj = {"op": "pub", "x": 0.5, "y": 0.5, "keywords": ["cafe"]}
+    assert admin.post("/v1/events", [dict(obj, id="o1", t=2), dict(obj, id="o2", t=2.5)]).status == 200
+    assert anon.request("DELETE", sub_path("a"), {"t": 3}, key=toks["a"]).status == 200
+    assert admin.post("/v1/events", dict(obj, id="o3", t=4)).json() == {"seq": 8}  # x expires at 3
+    a = _events(anon, "a", toks["a"])
+    assert [(e, i) for e, i, _ in a] == [("message", "1"), ("message", "2"), ("end", None)]
+    assert json.loads(a[-1][2]) == {"reason": "unsub"}
+    assert [(e, i) for e, i, _ in _events(anon, "a", toks["a"], last=1)] == [("message", "2"), ("end", None)]
+    ex = _events(anon, "x", x)
+    assert [json.loads(d).get("object") for e, _, d in ex[:-1]] == ["o1", "o2"]
+    assert ex[-1][0] == "end" and json.loads(ex[-1][2]) == {"reason": "expired"}
+    # gone for everything else; another token reads nothing of it
+    assert anon.get(sub_path("a"), key=toks["a"]).status == 404
+    assert anon.delete(sub_path("a"), key=toks["a"]).status == 404
+    with pytest.raises(StreamRefused) as exc:
+        _events(anon, "a", toks["b"])
+    assert exc.value.status == 404
+    # kept across a restart (the snapshot holds the ended registrations too)
+    srv.stop()
+    srv = server("--keep-ended", "2", fresh=False)
+    anon = srv.client(None)
+    assert [(e, i) for e, i, _ in _events(anon, "a", toks["a"])] == [("message", "1"), ("message", "2"), ("end", None)]
+    # a third ended one pushes the oldest (a) out: at most --keep-ended are kept
+    assert anon.request("DELETE", sub_path("b"), {"t": 5}, key=toks["b"]).status == 200
+    with pytest.raises(StreamRefused) as exc:
+        _events(anon, "a", toks["a"])
+    assert exc.value.status == 404
+    assert _events(anon, "x", x)[-1][0] == "end"
+    assert _events(anon, "b", toks["b"])[-1][0] == "end"

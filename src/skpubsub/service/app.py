@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -56,9 +57,12 @@ class HTTPError(Exception):
         self.status, self.error = status, error
 
 
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+
 def _json(obj: Any, status: int = 200) -> Response:
-    body = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return Response(body, status, media_type="application/json")
+    return Response(_encode(obj), status, media_type="application/json")
 
 
 # -- bodies -----------------------------------------------------------------------------------
@@ -132,6 +136,18 @@ def parse_body(body: bytes, content_type: str, route: str, max_events: int) -> t
         raise HTTPError(400, "not JSON: empty body")
     ndjson = any(t in content_type for t in NDJSON_TYPES)
     if not ndjson:
+        try:  # strict JSON (no bare NaN, valid UTF-8): msgspec, the same values as json.loads
+            value = _decode(body)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            pass  # judged below, with json's reasons
+        else:
+            if isinstance(value, list):
+                if len(value) > max_events:
+                    raise HTTPError(413, f"too many events in one request: {len(value)} (at most {max_events})")
+                return [(route, v, None) for v in value], False
+            if len(body) > MAX_LINE:
+                return [(route, None, f"line longer than {MAX_LINE} bytes")], True
+            return [(route, value, None)], True
         try:
             text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -205,12 +221,13 @@ class Service:
         if not self.is_admin(secret):
             raise HTTPError(403, "this key may not do that")
 
-    def registration(self, request: Request, query: tuple[str, ...] = ()) -> Reg:
-        """The live registration the path names, if the request bears its token (or the admin key)."""
+    def registration(self, request: Request, query: tuple[str, ...] = (), ended: bool = False) -> Reg:
+        """The live registration the path names, if the request bears its token (or the admin
+        key); with ``ended``, an ended one still kept (its stream: last notifications, ``end``)."""
         secret = bearer(request, query)
         if secret is None:
             raise HTTPError(401, "missing token: send Authorization: Bearer <subscription token>")
-        regs = self.core.lookup(request.path_params["id"])
+        regs = self.core.lookup(request.path_params["id"], ended)
         admin = self.is_admin(secret)
         if admin and (q := request.query_params.get("seq")):  # 1 and "1" both live: the one registered at seq
             regs = [r for r in regs if str(r.seq) == q]
@@ -386,7 +403,7 @@ class Service:
         return _json(r)
 
     async def notifications(self, request: Request) -> Response:
-        reg = self.registration(request, ("token",))
+        reg = self.registration(request, ("token",), ended=True)
         lim = self.limits
         if reg.streams >= lim.streams_per_token:
             raise HTTPError(429, f"too many open streams for this subscription (at most {lim.streams_per_token})")

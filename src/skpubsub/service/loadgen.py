@@ -311,7 +311,20 @@ def _server_metrics(text: str) -> dict[str, float]:
     return out
 
 
-async def _run(a: argparse.Namespace, url: str, key: str) -> tuple[dict[str, Any], Stats]:
+def _cpu(pid: int | None) -> float | None:
+    """CPU seconds (user + system) of a process: ours when ``pid`` is None (Linux /proc)."""
+    if pid is None:
+        t = os.times()
+        return t.user + t.system
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+async def _run(a: argparse.Namespace, url: str, key: str, server_pid: int | None = None
+               ) -> tuple[dict[str, Any], Stats]:
     u = urlsplit(url)
     host, port = u.hostname, u.port or 80
     admin = HTTP(host, port, key)
@@ -352,10 +365,13 @@ async def _run(a: argparse.Namespace, url: str, key: str) -> tuple[dict[str, Any
                                                                      "keywords": [kw]}))
     await asyncio.sleep(0.2)
     prefix = f"o{os.urandom(2).hex()}-"
+    cpu0 = (_cpu(None), _cpu(server_pid) if server_pid else None)
     st.start = time.time()
     t_end = st.start + a.seconds
     sent = await asyncio.gather(*(_publisher(p, h, a, targets, st, t_end, prefix) for p, h in enumerate(pubs)))
     wall = time.time() - st.start
+    cpu1 = (_cpu(None), _cpu(server_pid) if server_pid else None)
+    load = os.getloadavg()[0]
     published = sum(sent)
     # each published object notifies the followers of its target
     per_target = [followers[t] for t in targets]
@@ -401,6 +417,10 @@ async def _run(a: argparse.Namespace, url: str, key: str) -> tuple[dict[str, Any
         "notifications_missing": max(0, expected - st.received),
         "notification_latency_ms": summary_ms(st.lat),
         "per_second": series,
+        "cpu_seconds_while_publishing": {
+            "loadgen": round(cpu1[0] - cpu0[0], 3),
+            "server": None if cpu0[1] is None or cpu1[1] is None else round(cpu1[1] - cpu0[1], 3),
+            "wall": round(wall, 3), "load_average_1min_after": round(load, 2), "cores": os.cpu_count()},
         "server": {
             "metrics": server,
             "apply_ms_per_batch": round(1000 * server.get("skpubsub_apply_seconds_sum", 0) / n_apply, 3)
@@ -493,7 +513,7 @@ def main(a: argparse.Namespace) -> int:
             raise ValueError("--url needs --data DIR (the server's data directory, for admin.key)")
         key = (Path(a.data) / "admin.key").read_text().strip()
     try:
-        report, st = asyncio.run(_run(a, url, key))
+        report, st = asyncio.run(_run(a, url, key, proc.pid if proc is not None else None))
     finally:
         if proc is not None:
             proc.send_signal(signal.SIGTERM)
@@ -515,7 +535,9 @@ def main(a: argparse.Namespace) -> int:
     print(f"publish-to-notification ({report['notifications_received']:,} of {report['notifications_expected']:,} "
           f"on {report['streams_opened']:,} SSE clients): p50 {nl['p50']} ms, p95 {nl['p95']} ms, "
           f"p99 {nl['p99']} ms, max {nl['max']} ms")
-    sv = report["server"]
+    sv, cpu = report["server"], report["cpu_seconds_while_publishing"]
+    print(f"CPU while publishing ({cpu['wall']:.1f} s): server {cpu['server']} s, loadgen {cpu['loadgen']} s; "
+          f"load average {cpu['load_average_1min_after']} on {cpu['cores']} cores")
     print(f"server: {sv['events_per_batch']} events per micro-batch, apply {sv['apply_ms_per_batch']} ms and log "
           f"{sv['wal_ms_per_batch']} ms per micro-batch")
     print(why or f"wrote {out / 'loadgen.json'} and {png}")

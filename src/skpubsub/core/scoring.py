@@ -21,10 +21,28 @@ def dist2(sx: float, sy: float, ox: float, oy: float) -> float:
 
 
 def unit_weights(weights: Sequence[float] | None, n: int) -> tuple[float, ...]:
-    """The subscription's vector ``ws`` scaled to unit length (missing weights are 1)."""
-    w = tuple(weights) if weights is not None else (1.0,) * n
-    norm = math.sqrt(sum(v * v for v in w))
-    return tuple(v / norm for v in w)
+    """The subscription's vector ``ws`` scaled to unit length (missing weights are 1).
+
+    Positive finite weights of any magnitude (SPEC section 6): they are first scaled by
+    the power of two of the largest one (``frexp``), so the squares neither underflow
+    (1e-200) nor overflow (1e200). Scaling by a power of two is exact, so for weights
+    whose squares stay normal the result is bit for bit ``v / sqrt(sum v*v)``, and
+    weights times any power of two give the same vector; a component that underflows to 0
+    next to a weight 1e600 times larger is kept at the smallest positive float. O(n)."""
+    w = tuple(float(v) for v in weights) if weights is not None else (1.0,) * n
+    if not w:
+        return ()
+    top = max(abs(v) for v in w)
+    # zero, infinite or NaN weights (SPEC 5 rejects them first) are left unscaled
+    e = -math.frexp(top)[1] if 0.0 < top < math.inf else 0  # top * 2**e is in [0.5, 1)
+    s = tuple(math.ldexp(v, e) for v in w)
+    norm = math.sqrt(sum(v * v for v in s))
+    # a positive weight stays positive (indexes rely on it): one that underflows next to a
+    # weight 1e600 times larger becomes the smallest positive float instead of 0
+    return tuple((v / norm) or (_TINY if u > 0 else 0.0) for u, v in zip(w, s))
+
+
+_TINY = math.ulp(0.0)  # 5e-324
 
 
 def object_weight(n_keywords: int) -> float:

@@ -38,9 +38,11 @@ def _usable_dir(path: str, private: bool = False) -> bool:
 def _pick_cache_dir(key: str, base: str) -> "str | None":
     """The folder for Numba's cache of code state ``key``: ``base/numba-KEY`` (the package's
     ``__pycache__``), or when that cannot be created or written (a read-only install), a
-    per-user temp folder ``TMP/skpubsub-numba-USER/numba-KEY``, or None (leave Numba's own
-    default). Folders of earlier states are left alone (other processes may be using
-    them); ``make clean`` removes the in-tree ones."""
+    per-user temp folder ``TMP/skpubsub-numba-USER/numba-KEY``, else one under the user's
+    cache folder ``~/.cache/skpubsub-numba/numba-KEY``; None when none of them can be
+    written (SPEC section 7: the kernels are then compiled in memory). Folders of earlier
+    states are left alone (other processes may be using them); ``make clean`` removes the
+    in-tree ones."""
     name = "numba-" + key
     first = _os.path.join(base, name)
     if _usable_dir(first):
@@ -52,9 +54,26 @@ def _pick_cache_dir(key: str, base: str) -> "str | None":
         per_user = _os.path.join(tempfile.gettempdir(), f"skpubsub-numba-{user}")
         if _usable_dir(per_user, private=True) and _usable_dir(_os.path.join(per_user, name)):
             return _os.path.join(per_user, name)
+    except (OSError, ValueError):  # gettempdir raises when no temp folder is writable
+        pass
+    try:
+        home = _os.path.expanduser("~")
+        if home != "~":
+            mine = _os.path.join(home, ".cache", "skpubsub-numba")
+            if _usable_dir(mine, private=True) and _usable_dir(_os.path.join(mine, name)):
+                return _os.path.join(mine, name)
     except (OSError, ValueError):
         pass
     return None
+
+
+def _compile_in_memory() -> None:
+    """No folder can be written: ``cache=True`` kernels compile in memory, once per process,
+    instead of Numba raising "cannot cache function ... no locator available" on import."""
+    import numba  # noqa: F401  (the dispatcher class below is Numba's, patched before any @njit runs)
+    from numba.core import dispatcher
+
+    dispatcher.Dispatcher.enable_caching = lambda self: None  # keeps the default NullCache
 
 
 def _numba_cache_dir() -> None:
@@ -63,18 +82,20 @@ def _numba_cache_dir() -> None:
     under a directory named for the state of every module instead: an edit anywhere
     starts a fresh cache. Nothing is deleted here (several processes may share the tree;
     ``make clean`` removes old caches). Once per process; a ``NUMBA_CACHE_DIR`` set by the
-    user wins; when no folder is writable, Numba's default is left as is."""
+    user wins; when no folder is writable, kernels compile in memory (SPEC section 7)."""
     if "NUMBA_CACHE_DIR" in _os.environ:
         return
     try:
         here = _os.path.dirname(_os.path.abspath(__file__))
         cache = _pick_cache_dir(_code_key(here), _os.path.join(here, "__pycache__"))
-    except OSError:  # the package's files cannot even be listed: keep Numba's default
-        return
+    except OSError:  # the package's files cannot even be listed: compile in memory
+        cache = None
     if cache is not None:
         import numba
 
         numba.config.CACHE_DIR = cache
+    else:
+        _compile_in_memory()
 
 
 _numba_cache_dir()

@@ -1,0 +1,104 @@
+"""Issue 18, class 4 / SPEC section 7: the package runs where neither its install folder
+nor ``$HOME`` is writable (Numba's cache then lives in a private temp folder), and, with no
+writable folder at all, compiles its kernels in memory instead of failing on import.
+
+Each case runs in a subprocess on a read-only copy of the package with a read-only
+``$HOME``; as root (where permissions do not stop writes) the subprocess first drops
+CAP_DAC_OVERRIDE from its capability bounding set, so the folders are read-only for it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import skpubsub
+
+CODE = """
+import tempfile, sys
+if sys.argv[1] != "-":
+    tempfile.tempdir = sys.argv[1]  # what gettempdir() answers: TMPDIR, TEMP, TMP, /tmp...
+import skpubsub, numba
+from skpubsub.index.prefix import size_class  # a cache=True kernel, compiled here
+assert size_class(4) == 2
+from skpubsub.runtime.engines import make_engine
+from skpubsub.io.validate import Gate
+g = Gate("none")
+e = make_engine("grid", "none")
+e.apply([g.admit({"op": "sub", "t": 0, "id": "s", "kind": "knn", "k": 1, "x": 0, "y": 0, "keywords": ["a"]})])
+print(e.apply([g.admit({"op": "pub", "t": 1, "id": "o", "x": 1, "y": 1, "keywords": ["a"]})]))
+print("CACHE", numba.config.CACHE_DIR)
+"""
+
+
+def _drop_dac() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH (PR_CAPBSET_DROP = 24)
+        if libc.prctl(24, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def _read_only(root: Path) -> None:
+    for d, _, files in os.walk(root):
+        os.chmod(d, 0o555)
+        for f in files:
+            os.chmod(os.path.join(d, f), 0o444)
+
+
+def _run(tmp_path: Path, temp: str) -> subprocess.CompletedProcess:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("read-only folders are simulated with Linux permissions")
+    site, home = tmp_path / "site", tmp_path / "home"
+    shutil.copytree(Path(skpubsub.__file__).parent, site / "skpubsub",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    home.mkdir()
+    (tmp_path / "ro-tmp").mkdir()
+    _read_only(site)
+    _read_only(home)
+    _read_only(tmp_path / "ro-tmp")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1")
+    if temp != "-":
+        env["TMPDIR"] = temp
+    try:
+        return subprocess.run([sys.executable, "-c", CODE, temp], env=env, capture_output=True, text=True,
+                              cwd=str(home), timeout=600, preexec_fn=_drop_dac if os.getuid() == 0 else None)
+    finally:
+        for d, _, _ in os.walk(tmp_path):
+            os.chmod(d, 0o755)
+
+
+def _check_read_only_for_child(tmp_path: Path) -> None:
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    probe.chmod(0o555)
+    r = subprocess.run([sys.executable, "-c", f"open({str(probe / 'x')!r}, 'w')"], capture_output=True,
+                       preexec_fn=_drop_dac if os.getuid() == 0 else None)
+    probe.chmod(0o755)
+    if r.returncode == 0:
+        pytest.skip("cannot make a folder read-only for a child process here")
+
+
+def test_read_only_install_and_home_cache_in_private_temp(tmp_path: Path) -> None:
+    _check_read_only_for_child(tmp_path)
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    r = _run(tmp_path, str(temp))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Match(sub='s'" in r.stdout or "added=('o',)" in r.stdout, r.stdout
+    assert f"CACHE {temp}" in r.stdout  # TMP/skpubsub-numba-USER/numba-KEY
+    assert list((temp).glob("skpubsub-numba-*/numba-*/*"))  # the kernels were cached there
+
+
+def test_nothing_writable_compiles_in_memory(tmp_path: Path) -> None:
+    """Before: RuntimeError "cannot cache function ...: no locator available" on import."""
+    _check_read_only_for_child(tmp_path)
+    r = _run(tmp_path, str(tmp_path / "ro-tmp"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "added=('o',)" in r.stdout, r.stdout

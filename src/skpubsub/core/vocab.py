@@ -1,4 +1,17 @@
-"""Keyword ids and object frequencies (the statistic the indexes' cost choices read)."""
+"""Keyword ids and object frequencies (the statistic the indexes' cost choices read).
+
+Memory under a window (SPEC section 6): ids are reference-counted by their holders
+(alive objects and active subscriptions: ``acquire`` when one arrives, ``release`` when
+it leaves). A keyword nobody holds any more is forgotten: its word is dropped, its
+frequency reset, and its id is recycled by a later new keyword, so an endless vocabulary
+runs in memory bounded by the live keywords. An owner of per-keyword structures that
+are not emptied the moment their last holder leaves (lazily deleted postings) must
+drop the key before the id is reused: ``released`` hands out the ids freed since the
+last call, and they are only reused after ``recycle`` says so.
+
+``id``/``ids``/``count`` keep their old meaning (no counting): code that never
+releases never frees anything.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +23,27 @@ class Vocabulary:
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
-        self.words: list[str] = []
+        self.words: list[str | None] = []
         self.freq = np.zeros(1024, dtype=np.int64)
+        self.refs = np.zeros(1024, dtype=np.int64)  # holders per id (acquire/release)
+        self._free: list[int] = []  # ids that may be reused
+        self._freed: list[int] = []  # released, not yet handed to ``released``
+        self._quarantine: list[int] = []  # handed out, waiting for ``recycle``
 
     def id(self, word: str) -> int:
+        """O(1) amortised."""
         i = self._ids.get(word)
         if i is None:
-            i = len(self.words)
+            if self._free:
+                i = self._free.pop()
+                self.words[i] = word
+            else:
+                i = len(self.words)
+                self.words.append(word)
+                if i == len(self.freq):
+                    self.freq = np.concatenate([self.freq, np.zeros_like(self.freq)])
+                    self.refs = np.concatenate([self.refs, np.zeros_like(self.refs)])
             self._ids[word] = i
-            self.words.append(word)
-            if i == len(self.freq):
-                self.freq = np.concatenate([self.freq, np.zeros_like(self.freq)])
         return i
 
     def ids(self, words: tuple[str, ...]) -> list[int]:
@@ -30,5 +53,51 @@ class Vocabulary:
         """One more object carries each of ``ids``."""
         self.freq[ids] += 1
 
+    # -- forgetting -------------------------------------------------------------------
+    def acquire(self, words: tuple[str, ...]) -> list[int]:
+        """Ids of ``words`` for a new holder (an object or a subscription): O(len(words))."""
+        out = self.ids(words)
+        self.refs[out] += 1  # words are distinct (normalisation removes duplicates)
+        return out
+
+    def release(self, ids) -> None:
+        """A holder of ``ids`` left; ids nobody holds are forgotten: O(len(ids))."""
+        for i in ids:
+            i = int(i)
+            r = self.refs[i] - 1
+            if r < 0:
+                raise ValueError(f"keyword id {i} released more often than acquired")
+            self.refs[i] = r
+            if r == 0:
+                del self._ids[self.words[i]]  # type: ignore[arg-type]
+                self.words[i] = None
+                self.freq[i] = 0
+                self._freed.append(i)
+
+    def released(self) -> list[int]:
+        """Ids forgotten since the last call (drop their postings, then ``recycle``)."""
+        out, self._freed = self._freed, []
+        self._quarantine.extend(out)
+        return out
+
+    def recycle(self) -> None:
+        """Every id handed out by ``released`` may now be given to a new keyword."""
+        self._free.extend(self._quarantine)
+        self._quarantine = []
+
     def __len__(self) -> int:
+        """One past the largest id ever given (arrays indexed by id need this many rows)."""
         return len(self.words)
+
+    @property
+    def live(self) -> int:
+        """Keywords known now (forgotten ones excluded)."""
+        return len(self._ids)
+
+    def _check(self) -> None:
+        assert all(self.words[i] == w for w, i in self._ids.items()), "ids and words disagree"
+        held = {i for i in range(len(self.words)) if self.refs[i] > 0}
+        assert held <= set(self._ids.values()), "a held id without a word"
+        gone = set(self._free) | set(self._freed) | set(self._quarantine)
+        assert not gone & set(self._ids.values()), "a live id on a free list"
+        assert all(self.words[i] is None and self.freq[i] == 0 for i in gone), "a forgotten id kept data"

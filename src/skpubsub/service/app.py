@@ -30,7 +30,8 @@ from starlette.routing import Route
 
 from ..io.validate import MAX_LINE, Invalid, parse_line
 from . import auth
-from .core import Core, Outcome, Reg
+from ..io.events import Pub
+from .core import Core, Outcome, Reg, feed_item
 from .metrics import Metrics
 
 log = logging.getLogger("skpubsub.service")
@@ -202,7 +203,8 @@ class Service:
         self.applier: asyncio.Task | None = None
         self.snapshotting: asyncio.Task | None = None
         self.streams = 0
-        self.feed: deque[tuple[int, dict]] = deque(maxlen=self.limits.feed_keep)
+        self.feed: deque[tuple[int, tuple]] = deque(maxlen=self.limits.feed_keep)
+        core.feed_keep = self.limits.feed_keep
         self.feed_next = 1
         self.feed_waiters: set[asyncio.Event] = set()
         self.tickets: dict[str, float] = {}  # digest -> expiry (monotonic)
@@ -314,10 +316,12 @@ class Service:
             if reg.wake:
                 for ev in reg.wake:
                     ev.set()
-        if out.feed:
+        if out.feed_count:
+            n = self.feed_next + out.feed_count - len(out.feed)  # the number of the first one kept
             for item in out.feed:
-                self.feed.append((self.feed_next, item))
-                self.feed_next += 1
+                self.feed.append((n, item))
+                n += 1
+            self.feed_next = n
             for ev in self.feed_waiters:
                 ev.set()
         if core.snapshot_due() and (self.snapshotting is None or self.snapshotting.done()):
@@ -450,7 +454,7 @@ class Service:
             if reg.kind != "range":
                 d["results"] = core.engine.results(reg.id)
             subs.append(d)
-        objs = [it for _, it in self.feed if it.get("op") == "pub"][-500:]
+        objs = [feed_item(it) for _, it in self.feed if it[0] == "e" and isinstance(it[1], Pub)][-500:]
         return _json({"seq": core.seq, "feed": self.feed_next - 1, "window": str(core.window),
                       "space": str(core.space), "subscriptions": subs, "objects": objs})
 
@@ -646,7 +650,7 @@ class FeedStream(_Stream):
                 first = feed[0][0]
                 start = max(0, last - first + 1)
                 items = [feed[i] for i in range(start, min(len(feed), start + 500))]
-                chunk = "".join(f"id: {n}\ndata: {json.dumps(it, ensure_ascii=False)}\n\n" for n, it in items)
+                chunk = "".join(f"id: {n}\ndata: {_encode(feed_item(it)).decode()}\n\n" for n, it in items)
                 await self._send(send, chunk.encode("utf-8"))
                 last = items[-1][0]
                 continue

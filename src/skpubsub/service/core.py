@@ -119,7 +119,8 @@ class Outcome:
     rejected: Counter = field(default_factory=Counter)
     notifications: int = 0
     touched: set = field(default_factory=set)
-    feed: list = field(default_factory=list)
+    feed: deque = field(default_factory=deque)  # the last feed items (``feed_item`` makes them dicts)
+    feed_count: int = 0  # feed items made, the ones pushed out of ``feed`` included
     wal_seconds: float = 0.0
     apply_seconds: float = 0.0
 
@@ -152,6 +153,15 @@ def _columnar(engine: Any, evs: list) -> tuple[Any, list]:
     return batch, subs
 
 
+def feed_item(item: tuple) -> dict:
+    """A feed entry as the admin feed sends it: ``("e", event)`` or ``("n", line, registration
+    seq, number, kind)`` (tuples while they wait: most are pushed out before anyone reads them)."""
+    if item[0] == "e":
+        return _feed_event(item[1])
+    _, line, reg, n, kind = item
+    return {"note": line, "reg": reg, "n": n, "kind": kind}
+
+
 def _feed_event(ev: Any) -> dict:
     if isinstance(ev, Pub):
         return {"op": "pub", "seq": ev.seq, "id": ev.id, "t": ev.t, "x": ev.x, "y": ev.y,
@@ -181,6 +191,7 @@ class Core:
         self.snapshot_every = snapshot_every
         self.snapshot_seconds = snapshot_seconds
         self.feed_on = feed
+        self.feed_keep = 5_000  # feed items a micro-batch keeps (the app keeps as many)
         self.keep_ended = keep_ended  # ended registrations kept for their clients: at most this many,
         self.ended_seconds = ended_seconds  # for this long after their end (wall clock),
         self.ended_lines = ended_lines  # and this many kept notifications among them all
@@ -446,13 +457,15 @@ class Core:
     def _apply_segment(self, seg: list, out: Outcome) -> None:
         notes, subs = _columnar(self.engine, [ev for ev, _ in seg])
         feed = out.feed if self.feed_on else None
+        if feed is not None and feed.maxlen != self.feed_keep:
+            feed = out.feed = deque(feed, maxlen=self.feed_keep)
         for ev, rec in seg:
             if isinstance(ev, Sub):
                 self._register(ev, rec)
             elif isinstance(ev, Pub):
                 self._keep_object(ev, rec)
             if feed is not None:
-                feed.append(_feed_event(ev))
+                feed.append(("e", ev))
         regs, touched = self.regs, out.touched
         lines = note_lines(notes)
         for sub, line in zip(subs, lines):
@@ -460,8 +473,10 @@ class Core:
             reg.add(line)
             touched.add(reg)
             if feed is not None:
-                feed.append({"note": line, "reg": reg.seq, "n": reg.next - 1, "kind": reg.kind})
+                feed.append(("n", line, reg.seq, reg.next - 1, reg.kind))
         out.notifications += len(lines)
+        if feed is not None:
+            out.feed_count += len(seg) + len(lines)
         for ev, _ in seg:
             if isinstance(ev, Unsub):
                 self._end(regs[ev.id], "unsub", touched)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skpubsub.bench.compare import order_indexes, warmup_events
+from skpubsub.bench.compare import by_index, order_indexes, warm_end, warmup_events
 from skpubsub.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -39,6 +39,22 @@ EVENTS = [
     {"op": "pub", "id": "o5", "t": 6, "x": 2.3, "y": 48.8, "keywords": ["bar", "jazz"]},
     {"op": "pub", "id": "o6", "t": 7, "x": 2.33, "y": 48.84, "keywords": ["cafe"]},
 ]
+
+
+STABLE_KEYS = {"index", "objects_per_second", "build_seconds", "notifications", "candidates_per_object",
+               "memory_bytes"}
+
+
+def _read(path) -> dict:
+    """A bench JSON (the stable shape: ``indexes`` a list of rows led by STABLE_KEYS), with
+    its indexes by name as the in-process report has them."""
+    rep = json.loads(Path(path).read_text())
+    assert isinstance(rep["indexes"], list)
+    for row in rep["indexes"]:
+        assert STABLE_KEYS <= row.keys()
+        assert row["objects_per_second"] == row["arrivals_objects_per_second_median"]
+    rep["indexes"] = by_index(rep)
+    return rep
 
 
 def _check_report(rep: dict, indexes: list[str]) -> None:
@@ -73,7 +89,7 @@ def test_generated_workload(tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "same results" in printed and "reference" in printed and "dkm" in printed
-    rep = json.loads((out / "bench.json").read_text())
+    rep = _read(out / "bench.json")
     _check_report(rep, ["reference", "grid", "dkm"])
     assert rep["workload"]["dataset"] == "geonames-cities"
     assert rep["workload"]["subscriptions"] == 200
@@ -92,8 +108,8 @@ def test_events_file_with_window(tmp_path, capsys):
     code = main(["bench", str(events), "--indexes", "reference,grid,dkm", "--window", "count:2",
                  "--repeat", "2", "--out", str(out), "--json", str(extra)])
     assert code == 0
-    rep = json.loads((out / "bench.json").read_text())
-    assert json.loads(extra.read_text()) == rep  # --json: the same report
+    assert extra.read_text() == (out / "bench.json").read_text()  # --json: the same report
+    rep = _read(out / "bench.json")
     _check_report(rep, ["reference", "grid", "dkm"])
     assert rep["workload"] == {"events_file": str(events)}
     assert rep["rejected"] == 1 and rep["objects"] == 6 and rep["initial_subscriptions"] == 4
@@ -111,7 +127,7 @@ def test_max_events_and_baseline(tmp_path, capsys):
                  "--no-warmup", "--json", str(tmp_path / "r.json")])
     assert code == 0
     printed = capsys.readouterr().out
-    rep = json.loads((tmp_path / "r.json").read_text())
+    rep = _read(tmp_path / "r.json")
     assert list(rep["indexes"]) == ["grid", "dkm"]  # the plain grid is always measured
     assert rep["events"] == 8 and "--max-events" in printed
     _check_report(rep, ["grid", "dkm"])
@@ -119,9 +135,37 @@ def test_max_events_and_baseline(tmp_path, capsys):
     code = main(["bench", str(events), "--indexes", "grid,dkm", "--baseline", "dkm", "--repeat", "1",
                  "--no-warmup", "--json", str(tmp_path / "b.json")])
     assert code == 0
-    rep = json.loads((tmp_path / "b.json").read_text())
+    rep = _read(tmp_path / "b.json")
     _check_report(rep, ["dkm", "grid"])
     assert not (tmp_path / "throughput.png").exists()  # plots only with --out
+
+
+def test_baseline_none_runs_only_the_named_indexes_and_warmup_objects_are_untimed(tmp_path):
+    events = tmp_path / "e.jsonl"
+    events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
+    code = main(["bench", str(events), "--indexes", "dkm,aoiq", "--baseline", "none", "--warmup-objects", "2",
+                 "--repeat", "1", "--no-warmup", "--json", str(tmp_path / "n.json")])
+    assert code == 0
+    raw = json.loads((tmp_path / "n.json").read_text())
+    assert [r["index"] for r in raw["indexes"]] == ["dkm", "aoiq"]  # no plain grid added
+    rep = _read(tmp_path / "n.json")
+    assert rep["baseline"] == "none" and rep["warmup_objects"] == 2
+    for r in rep["indexes"].values():
+        assert r["ratio_to_baseline"] is None
+        assert r["same_results_as_baseline"] and r["same_notifications_as_baseline"]  # with each other
+        assert r["cold_fill_seconds_median"] > 0
+    # 6 objects, 2 of them the cold fill: the arrivals count 4 objects (5 events, an unsub among them)
+    assert rep["objects"] == 6
+    assert main(["bench", str(events), "--indexes", "dkm", "--baseline", "none", "--baseline-events", "5"]) == 2
+
+
+def test_warm_end_is_after_the_nth_object_past_the_build():
+    from skpubsub.io.events import Pub, Unsub
+    evs = ["s", "s", Pub(3, "o1", 1, 0, 0, ("a",)), Unsub(4, "s", 2), Pub(5, "o2", 3, 0, 0, ("a",))]
+    assert warm_end(evs, 2, 0) == 2
+    assert warm_end(evs, 2, 1) == 3
+    assert warm_end(evs, 2, 2) == 5
+    assert warm_end(evs, 2, 9) == 5
 
 
 def test_unknown_index(capsys):
@@ -169,7 +213,7 @@ def test_time_window(tmp_path, window):
     events.write_text("".join(json.dumps(e) + "\n" for e in EVENTS))
     assert main(["bench", str(events), "--indexes", "reference,dkm", "--window", window, "--repeat", "1",
                  "--no-warmup", "--json", str(tmp_path / "t.json")]) == 0
-    rep = json.loads((tmp_path / "t.json").read_text())
+    rep = _read(tmp_path / "t.json")
     _check_report(rep, ["reference", "dkm"])
 
 
@@ -186,7 +230,7 @@ def test_index_variants_with_parameters(tmp_path, capsys):
     code = main(["bench", str(events), "--indexes", "grid;dkm[max_cells=1];dkm[max_cells=64]", "--repeat", "1",
                  "--no-warmup", "--json", str(tmp_path / "r.json")])
     assert code == 0
-    rep = json.loads((tmp_path / "r.json").read_text())
+    rep = _read(tmp_path / "r.json")
     assert list(rep["indexes"]) == ["grid", "dkm[max_cells=1]", "dkm[max_cells=64]"]
     for r in rep["indexes"].values():
         assert r["same_results_as_baseline"] and r["same_notifications_as_baseline"]
@@ -203,7 +247,7 @@ def test_baseline_events(tmp_path, capsys):
                  "--baseline-events", "6", "--repeat", "2", "--no-warmup", "--out", str(tmp_path / "b")])
     assert code == 0
     printed = capsys.readouterr().out
-    rep = json.loads((tmp_path / "b" / "bench.json").read_text())
+    rep = _read(tmp_path / "b" / "bench.json")
     assert rep["baseline_events"] == 6 and "first 6 events" in printed
     _check_report(rep, ["grid", "dkm", "dkm[max_cells=1]"])
     assert rep["indexes"]["grid"]["notifications"] < rep["indexes"]["dkm"]["notifications"]  # a prefix

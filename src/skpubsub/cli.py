@@ -231,7 +231,9 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise UsageError("--indexes: give at least one index")
     from .bench.compare import split_spec
 
-    for ix in names + ([a.baseline] if a.baseline is not None else []):
+    if a.baseline == "none" and not names:
+        raise UsageError("--baseline none: name the indexes to run with --indexes")
+    for ix in names + ([a.baseline] if a.baseline not in (None, "none") else []):
         if split_spec(ix)[0] not in known_indexes():
             raise UsageError(unknown_index(split_spec(ix)[0]))
     if a.repeat < 1:
@@ -240,13 +242,17 @@ def cmd_bench(a: argparse.Namespace) -> int:
         raise UsageError(f"--max-events must be >= 1, got {a.max_events}")
     if a.baseline_events is not None and a.baseline_events < 1:
         raise UsageError(f"--baseline-events must be >= 1, got {a.baseline_events}")
+    if a.baseline_events is not None and a.baseline == "none":
+        raise UsageError("--baseline-events needs a baseline (not --baseline none)")
+    if a.warmup_objects < 0:
+        raise UsageError(f"--warmup-objects must be >= 0, got {a.warmup_objects}")
     if a.out is not None:
         _need("bench --out (its plots)", "plots", " (or --json FILE: the report without plots)")
     workload = _bench_workload(a)
     return bench_main(a.events, names, a.window, a.space,
                       repeat=a.repeat, max_events=a.max_events, out=a.out, json_path=a.json,
                       workload=workload, baseline=a.baseline, warmup=not a.no_warmup,
-                      baseline_events=a.baseline_events)
+                      baseline_events=a.baseline_events, warm_objects=a.warmup_objects)
 
 
 def _bench_workload(a: argparse.Namespace):
@@ -454,7 +460,12 @@ def parser() -> argparse.ArgumentParser:
                    help="semicolon- or comma-separated; the first is the baseline (grid is added if neither "
                         "reference nor grid is listed); NAME[key=value,...] passes parameters, e.g. "
                         "'dkm;dkm[refresh_from=1e12]'")
-    b.add_argument("--baseline", default=None, help="baseline index for the ratios (default: the first)")
+    b.add_argument("--baseline", default=None,
+                   help="baseline index for the ratios (default: the first); 'none': run only the named "
+                        "indexes (no ratios; their results are checked against each other)")
+    b.add_argument("--warmup-objects", type=int, default=0, metavar="N",
+                   help="apply the first N objects after the subscriptions untimed (the papers' O_init; "
+                        "reported apart as the cold fill), then time the rest")
     b.add_argument("--baseline-events", type=int, default=None,
                    help="run the baseline on the first N events only (every index runs them too, for the "
                         "ratio and the exactness check): a slow baseline at a scale it cannot finish")

@@ -57,7 +57,8 @@ from ..store.subscriptions import K_RANGE
 
 CHUNK = 4096  # events per engine.apply call while timing the arrivals
 WARMUP_EVENTS = 2000  # events in the untimed warm-up run (half build, half arrivals)
-BASELINES = ("reference", "grid")  # one of them is always measured
+BASELINES = ("reference", "grid")  # one of them is always measured (unless --baseline none)
+NO_BASELINE = "none"
 REFERENCE_CHECKS_NOTE = 20_000_000  # objects x subscriptions above which the reference gets a note
 
 
@@ -193,8 +194,24 @@ def split_spec(spec: str) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
-def run_once(index: str, events: list, build: int, window: Window, space: Space) -> dict[str, Any]:
-    """One fresh engine over the events: build and arrivals timed apart."""
+def warm_end(events: list, build: int, objects: int) -> int:
+    """Where the arrivals are timed from: after the first ``objects`` objects past the build
+    (the papers' O_init: the cold fill), or at the build's end."""
+    if objects <= 0:
+        return build
+    seen = 0
+    for i in range(build, len(events)):
+        if isinstance(events[i], Pub):
+            seen += 1
+            if seen == objects:
+                return i + 1
+    return len(events)
+
+
+def run_once(index: str, events: list, build: int, window: Window, space: Space,
+             warm_objects: int = 0) -> dict[str, Any]:
+    """One fresh engine over the events: build, cold fill (the first ``warm_objects`` objects)
+    and arrivals timed apart."""
     gc.collect()
     name, params = split_spec(index)
     engine = make_engine(name, window, space, **params)
@@ -209,13 +226,21 @@ def run_once(index: str, events: list, build: int, window: Window, space: Space)
         notes_hash.update(repr(n).encode())
     mem_build = getattr(engine, "nbytes", None)
     subs_build = _active_subs(engine)
+    fill = warm_end(events, build, warm_objects)
+    start = time.perf_counter()
+    for i in range(build, fill, CHUNK):
+        notes = engine.apply(events[i:min(i + CHUNK, fill)])
+        n_notes += len(notes)
+        for n in notes:
+            notes_hash.update(repr(n).encode())
+    fill_s = time.perf_counter() - start
     before = dict(engine.stats)
 
     # Arrivals are timed to the notifications as the engine makes them (columns on a compiled
     # index, objects on the plain path); making Python objects of columns is timed apart.
     apply = getattr(engine, "apply_columnar", engine.apply)
     arrival_s = delivery_s = 0.0
-    for i in range(build, len(events), CHUNK):
+    for i in range(fill, len(events), CHUNK):
         start = time.perf_counter()
         batch = apply(events[i:i + CHUNK])
         mid = time.perf_counter()
@@ -237,6 +262,7 @@ def run_once(index: str, events: list, build: int, window: Window, space: Space)
     results = repr(engine.all_results()).encode()
     return {
         "build_seconds": build_s,
+        "cold_fill_seconds": fill_s,
         "arrival_seconds": arrival_s,
         "objects": n_obj,
         "objects_per_second": _per(n_obj, arrival_s) if n_obj else None,
@@ -271,6 +297,10 @@ def order_indexes(indexes: list[str], baseline: str | None) -> tuple[list[str], 
     for ix in indexes:
         if ix and ix not in out:
             out.append(ix)
+    if baseline == NO_BASELINE:
+        notes.append("--baseline none: only the named indexes ran; no ratios, and their results and "
+                     "notifications are checked against each other only")
+        return out, notes
     if not any(ix in BASELINES for ix in out):
         out.insert(0, "grid")
         notes.append("added the plain grid index: the reference engine or the plain grid is always measured")
@@ -317,10 +347,12 @@ def machine_info() -> dict[str, Any]:
 
 def bench(work: Workload, indexes: list[str], window: Window, space: Space, repeat: int = 3,
           warmup: bool = True, notes: list[str] | None = None, progress: Any = None,
-          baseline_events: int | None = None) -> dict[str, Any]:
+          baseline_events: int | None = None, warm_objects: int = 0, baseline: str | None = None
+          ) -> dict[str, Any]:
     """Run every index ``repeat`` times (alternating) over ``work``; the report dict.
 
-    ``indexes[0]`` is the baseline.  ``progress``: a callable taking a line of text.
+    ``indexes[0]`` is the baseline (``baseline`` "none": there is none, ``order_indexes``).
+    ``warm_objects``: objects applied untimed after the build (the cold fill, timed apart).  ``progress``: a callable taking a line of text.
     ``baseline_events``: the baseline runs only the first N events, where every other index
     runs too (timed, giving the ratio and the exactness check) besides the whole stream.
     """
@@ -381,7 +413,7 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
             if prefix is None or ix != base:
                 todo.append((events, runs, "all events"))
             for evs, into, what in todo:
-                r = run_once(ix, evs, build, window, space)
+                r = run_once(ix, evs, build, window, space, warm_objects)
                 into[ix].append(r)
                 ops = r["objects_per_second"]
                 say(f"run {rep + 1}/{repeat} {ix} ({what}): build {r['build_seconds']:.3f} s, "
@@ -403,8 +435,9 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
         "window": str(window),
         "space": [space.x1, space.y1, space.x2, space.y2],
         "repeat": repeat,
-        "baseline": base,
+        "baseline": NO_BASELINE if baseline == NO_BASELINE else base,
         "baseline_events": None if prefix is None else len(prefix),
+        "warmup_objects": warm_objects,
         "machine": machine_info(),
         "notes": notes,
         "indexes": {},
@@ -422,6 +455,7 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
         report["indexes"][ix] = {
             "build_seconds_median": _r(_median([r["build_seconds"] for r in rs]), 6),
             "build_seconds_runs": [_r(r["build_seconds"], 6) for r in rs],
+            "cold_fill_seconds_median": _r(_median([r["cold_fill_seconds"] for r in rs]), 6),
             "memory_bytes_build": mem_b,
             "memory_bytes_end": mem_e,
             "subscriptions_build": subs_b,
@@ -458,6 +492,10 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
                                      and r["notifications_digest"] == rs[0]["notifications_digest"] for r in rs),
             "warmup_seconds": _r(warm.get(ix), 3),
         }
+    if baseline == NO_BASELINE:
+        report["baseline"] = NO_BASELINE
+        for r in report["indexes"].values():
+            r["ratio_to_baseline"] = r["delivered_ratio_to_baseline"] = r["expiry_ratio_to_baseline"] = None
     for ix, r in report["indexes"].items():
         if not (r["same_results_as_baseline"] and r["same_notifications_as_baseline"]):
             notes.append(f"{ix}: results or notifications differ from the baseline {base}!")
@@ -537,11 +575,29 @@ def format_report(rep: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def stable(rep: dict[str, Any]) -> dict[str, Any]:
+    """The JSON scripts read (a stable interface): ``indexes`` a list in run order, each
+    ``{"index", "objects_per_second" (arrivals after the build and the cold fill, median),
+    "build_seconds", "notifications", "candidates_per_object", "memory_bytes"}`` and then
+    every other figure of the report."""
+    rows = [{"index": ix, "objects_per_second": r["arrivals_objects_per_second_median"],
+             "build_seconds": r["build_seconds_median"], "notifications": r["notifications"],
+             "candidates_per_object": r["candidates_per_object"], "memory_bytes": r["memory_bytes_end"], **r}
+            for ix, r in rep["indexes"].items()]
+    return {**rep, "indexes": rows}
+
+
+def by_index(rep: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A report's indexes by name, from the report or its JSON (``stable``)."""
+    ixs = rep["indexes"]
+    return {r["index"]: r for r in ixs} if isinstance(ixs, list) else ixs
+
+
 def write_outputs(rep: dict[str, Any], out: str | Path | None = None, json_path: str | Path | None = None
                   ) -> list[Path]:
     """``out/bench.json`` + PNG plots (with ``out``), and/or the JSON at ``json_path``."""
     written: list[Path] = []
-    text = json.dumps(rep, indent=2) + "\n"
+    text = json.dumps(stable(rep), indent=2) + "\n"
     if out is not None:
         d = Path(out)
         d.mkdir(parents=True, exist_ok=True)
@@ -584,19 +640,19 @@ def load_workload(events: str | None, workload: Any, window: Window, space: Spac
 def main(events: str | None, indexes: list[str], window: Window, space: Space, repeat: int = 3,
          max_events: int | None = None, out: str | None = None, json_path: str | None = None,
          workload: Any = None, baseline: str | None = None, warmup: bool = True,
-         baseline_events: int | None = None) -> int:
+         baseline_events: int | None = None, warm_objects: int = 0) -> int:
     """``skpubsub bench``: ``events`` (a file) or ``workload`` (a WorkloadConfig)."""
     order, notes = order_indexes(indexes, baseline)
     work = load_workload(events, workload, window, space, max_events)
     _progress(f"{len(work.events):,} valid events in memory ({work.rejected} rejected); "
               f"indexes {', '.join(order)}")
     rep = bench(work, order, window, space, repeat, warmup=warmup, notes=notes, progress=_progress,
-                baseline_events=baseline_events)
+                baseline_events=baseline_events, warm_objects=warm_objects, baseline=baseline)
     print(format_report(rep))
     for p in write_outputs(rep, out, json_path):
         print(f"wrote {p}")
     return 0
 
 
-__all__ = ["Workload", "baseline_prefix", "bench", "format_report", "generated_events", "load_events", "main",
+__all__ = ["Workload", "baseline_prefix", "bench", "by_index", "stable", "warm_end", "format_report", "generated_events", "load_events", "main",
            "order_indexes", "run_once", "warmup_events", "write_outputs"]

@@ -76,6 +76,13 @@ class Columns:
         self._free.append(slot)
         self.count -= 1
 
+    def free_many(self, slots: list[int]) -> None:
+        """``free`` of each slot in turn."""
+        for name, (_, fill) in self._spec.items():
+            getattr(self, name)[slots] = fill
+        self._free.extend(slots)
+        self.count -= len(slots)
+
     def _grow(self) -> None:
         self.reserve(self.capacity * 2)
 
@@ -265,7 +272,7 @@ def grow_ids(ids: np.ndarray, slot: int) -> np.ndarray:
 
 def segment_items(off: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The pool indices of segments (offsets ``off``, lengths ``n``) one after another, and
-    for each the index of its segment (a test helper for the tables' ``_check``)."""
+    for each the index of its segment (bulk writes and reads of the pools, the tables' ``_check``)."""
     n = np.asarray(n, dtype=np.int64)
     owner = np.repeat(np.arange(len(n)), n)
     start = np.repeat(np.asarray(off, dtype=np.int64) - (np.cumsum(n) - n), n)

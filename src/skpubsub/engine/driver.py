@@ -30,7 +30,7 @@ def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: l
     notifications to ``out`` (a list or a ``NoteBatch``) in stream order (and, with ``tags``,
     each one's pub index). ``expire``: under external expiry, the seqs of the objects that
     leave before each pub."""
-    slots = [eng.add_object(ev) for ev in pubs]
+    slots = eng.add_objects(pubs)
     eng.index.refresh(eng.stats["objects"])  # the run's keywords are counted: review `all` postings
     i = 0
     while i < len(pubs):
@@ -134,7 +134,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     plan = _plan(eng, pubs, slots, expire)
     ix.fit(sc.capacity - 1)
     b_obj = np.array(slots, dtype=np.int64)
-    b_kwoff, b_kw = _csr([eng.objs.keywords(o) for o in slots])
+    b_kwoff, b_kw = eng.objs.keywords_csr(b_obj)
     retains = eng.window.retains
     run = L.Run(b_obj, oc.x[b_obj], oc.y[b_obj], b_kwoff, b_kw, oc.wo[b_obj], plan.off, plan.keys, retains)
     scanned = top.scans  # aoiq[batch=true]: every candidate comes precomputed

@@ -205,9 +205,10 @@ class Engine:
 
     def free_unreferenced(self) -> None:
         """Free the forgotten objects that are neither alive nor held by a result."""
-        for o in self._unref:
-            if self.objs.cols.refs[o] == 0 and not self.objs.cols.alive[o]:
-                self.objs.free(o)
+        c = self.objs.cols
+        gone = [o for o in self._unref if c.refs[o] == 0 and not c.alive[o]]
+        if gone:
+            self.objs.free_many(gone)
         self._unref.clear()
 
     # -- migration (the rebalancer moves subscriptions between workers) -----------------
@@ -314,6 +315,17 @@ class Engine:
         self.vocab.count(kw)
         expiry = self.clock.expiry(float(ev.t), ev.expires, ev.seq)
         return self.objs.add(ev, kw, expiry, alive=self.window.retains)
+
+    def add_objects(self, evs: list[Pub]) -> list[int]:
+        """``add_object`` of each event in turn (a run of pubs), the table written at once."""
+        self.stats["objects"] += len(evs)
+        ids, count = self.vocab.ids, self.vocab.count
+        kws = [ids(ev.keywords) for ev in evs]
+        for kw in kws:
+            count(kw)
+        expiry = self.clock.expiry
+        exp = np.array([expiry(float(ev.t), ev.expires, ev.seq) for ev in evs], dtype=np.float64)
+        return self.objs.add_many(evs, kws, exp, alive=self.window.retains).tolist()
 
     def _publish(self, ev: Pub, o: int) -> None:
         w = self.window

@@ -50,6 +50,34 @@ class ObjectTable(Laid):
         c.alive[slot] = alive
         return slot
 
+    def add_many(self, evs: list[Pub], kw_ids: list[list[int]], expiry: np.ndarray, alive: bool) -> np.ndarray:
+        """``add`` of each event in turn, the columns written for all at once; returns the slots."""
+        c = self.cols
+        slots = c.add_many(len(evs))
+        self.ids = grow_ids(self.ids, int(slots.max()))
+        boxed = np.empty(len(evs), dtype=object)
+        boxed[:] = [ev.id for ev in evs]
+        self.ids[slots] = boxed
+        c.x[slots] = [ev.x for ev in evs]
+        c.y[slots] = [ev.y for ev in evs]
+        c.seq[slots] = [ev.seq for ev in evs]
+        c.expiry[slots] = expiry
+        lens = np.array([len(k) for k in kw_ids], dtype=np.int64)
+        offs = np.array([self.kw.alloc(n) for n in lens.tolist()], dtype=np.int64)
+        at, _ = segment_items(offs, lens)
+        self.kw.id[at] = np.fromiter((w for ws in kw_ids for w in ws), dtype=np.int32, count=len(at))
+        c.kw_off[slots], c.kw_len[slots] = offs, lens
+        c.wo[slots] = 1.0 / np.sqrt(lens)  # scoring.object_weight
+        c.alive[slots] = alive
+        return slots
+
+    def keywords_csr(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The keyword ids of ``slots`` as CSR: (offsets, int32 ids)."""
+        lens = self.cols.kw_len[slots].astype(np.int64)
+        off = np.zeros(len(slots) + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        return off, self.kw.id[segment_items(self.cols.kw_off[slots], lens)[0]]
+
     def keywords(self, slot: int) -> np.ndarray:
         off = self.cols.kw_off[slot]
         return self.kw.id[off:off + self.cols.kw_len[slot]]
@@ -58,6 +86,14 @@ class ObjectTable(Laid):
         self.kw.release(int(self.cols.kw_off[slot]), int(self.cols.kw_len[slot]))
         self.ids[slot] = None
         self.cols.free(slot)
+
+    def free_many(self, slots: list[int]) -> None:
+        """``free`` of each slot in turn."""
+        c = self.cols
+        for off, n in zip(c.kw_off[slots].tolist(), c.kw_len[slots].tolist()):
+            self.kw.release(off, n)
+        self.ids[slots] = None
+        c.free_many(slots)
 
     def _layouts(self) -> tuple[Objects, tuple]:
         if len(self.stamp) < self.cols.capacity:

@@ -113,7 +113,7 @@ class SubTable(Laid):
         c.expires[slots] = [math.inf if ev.expires is None else ev.expires for ev in evs]
         lens = np.array([len(k) for k in kw_ids], dtype=np.int64)
         offs = np.array([self.kw.alloc(n) for n in lens.tolist()], dtype=np.int64)
-        at = np.repeat(offs - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+        at, _ = segment_items(offs, lens)
         self.kw.id[at] = np.fromiter((w for ws in kw_ids for w in ws), dtype=np.int32, count=len(at))
         c.kw_off[slots], c.kw_len[slots] = offs, lens
         self.max_kw = max(self.max_kw, int(lens.max()))

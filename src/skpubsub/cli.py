@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .core.config import Space, Window
 from .index.registry import unknown_index
-from .runtime.engines import known_indexes
+from .runtime.engines import DEFAULT_INDEX, known_indexes
 from .store.subscriptions import BUFFERS
 
 PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
@@ -397,7 +397,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--engine", default=_env("engine", "local"))
     r.add_argument("--workers", type=int, default=int(_env("workers", "1") or 1))
     r.add_argument("--partitioner", default=_env("partitioner", None))
-    r.add_argument("--index", default=_env("index", "grid"))
+    r.add_argument("--index", default=_env("index", DEFAULT_INDEX),
+                   help=f"the subscription index (default {DEFAULT_INDEX}; grid and reference are the baselines)")
     r.add_argument("--grid", type=int, default=None, help="grid cells per side (grid index)")
     r.add_argument("--buffer", default=_env("buffer", None), choices=list(BUFFERS),
                    help="how kNN/top-k results are buffered under a window (default kmax)")

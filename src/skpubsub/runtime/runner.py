@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import Space, Window
-from .engines import make_engine
+from .engines import DEFAULT_INDEX, make_engine
 from ..io.events import Pub, Rejection, Sub, Unsub
 from ..io.lines import read_lines
 from ..io.sinks import RunWriter
@@ -61,7 +61,7 @@ def _multi(index: str, window: Window, space: Space, workers: int, partitioner: 
 
 
 def run(events: str | Path, out: str | Path, window: str | Window = "none", space: Space | None = None,
-        index: str = "grid", progress: bool | None = None, workers: int = 1, partitioner: str | None = None,
+        index: str = DEFAULT_INDEX, progress: bool | None = None, workers: int = 1, partitioner: str | None = None,
         init_objects: int = 1000, processes: bool = True, rebalance: dict | None = None,
         batch_size: int = BATCH, **index_params: Any) -> dict:
     """Run one event file; returns the metrics also written to ``metrics.json``.

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ..runtime.engines import DEFAULT_INDEX
 from .wal import FSYNC_MODES
 
 DESCRIPTION = ("Run the engine as a long-lived HTTP service (SPEC section 8): subscribe, publish, "
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser, env: Callable[[str, str | None], s
     p.add_argument("--port", type=int, default=int(env("port", "8080") or 8080), help="0 picks a free port")
     p.add_argument("--window", default=env("window", "none"))
     p.add_argument("--space", default=env("space", "-180,-90,180,90"))
-    p.add_argument("--index", default=env("index", "grid"))
+    p.add_argument("--index", default=env("index", DEFAULT_INDEX))
     p.add_argument("--grid", type=int, default=None, help="grid cells per side (grid indexes)")
     p.add_argument("--fsync", default=env("fsync", "batch"), choices=FSYNC_MODES,
                    help="always: fsync before each answer (one per micro-batch); batch (default): fsync "

@@ -41,7 +41,7 @@ from ..core.config import Space, Window
 from ..io.events import RANGE, Pub, Rejection, Sub, Unsub
 from ..io.notifications import Notes, note_lines
 from ..io.validate import Gate
-from ..runtime.engines import make_engine
+from ..runtime.engines import DEFAULT_INDEX, make_engine
 from . import auth
 from .snapshot import list_snapshots, read_snapshot, write_snapshot
 from .wal import SVC, Damaged, WriteAheadLog
@@ -178,7 +178,7 @@ def _feed_event(ev: Any) -> dict:
 
 class Core:
     def __init__(self, data: Path | str, window: Window | str = "none", space: Space | None = None,
-                 index: str = "grid", index_params: dict | None = None, fsync: str = "batch",
+                 index: str = DEFAULT_INDEX, index_params: dict | None = None, fsync: str = "batch",
                  fsync_interval: float = 0.05, keep: int = KEEP, snapshot_every: int = 100_000,
                  snapshot_seconds: float = 60.0, feed: bool = True, keep_ended: int = 10_000,
                  ended_seconds: float = 3600.0, ended_lines: int = 1_000_000) -> None:

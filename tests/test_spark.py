@@ -167,14 +167,14 @@ def test_kill_and_restart_is_exactly_once(tmp_path: Path) -> None:
     env = {**os.environ, "CI": "1"}
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
-    batches = out / "batches"
+    batches = out / "batches"  # batches/<run id>/batch-*.json
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and len(list(batches.glob("batch-*.json"))) < 4:
+    while time.monotonic() < deadline and len(list(batches.glob("*/batch-*.json"))) < 4:
         assert p.poll() is None, "the run ended before it could be killed"
         time.sleep(0.2)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
-    done = len(list(batches.glob("batch-*.json")))
+    done = len(list(batches.glob("*/batch-*.json")))
     assert 4 <= done < len(s.events) // 8, done  # killed mid-stream
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]

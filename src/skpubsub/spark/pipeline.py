@@ -18,6 +18,7 @@ import importlib.util
 import json
 import os
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,8 @@ from ..io.events import Pub
 from ..io.validate import Invalid, parse_line, validate_record
 from ..partition.stats import Statistics
 from .formats import is_tabular, to_jsonl
-from .sink import assemble, merge, write_batch
+from .sink import assemble, clear_other_runs, merge, write_batch
+from .statefile import read_stats, write_stats
 from .worker import OUTPUT_SCHEMA
 
 
@@ -159,13 +161,15 @@ def start_query(spark, source: Path, out: Path, checkpoint: Path, config: dict, 
         WorkerProcessor(config["window"], config["space"], index, params, snapshot_every, config["keys"]),
         OUTPUT_SCHEMA, "Append", "None")
 
+    run = config["run"]
+
     def sink(df, batch_id: int) -> None:
         t0 = time.perf_counter()
         pdf = df.toPandas()  # runs the batch: the workers' tasks end here
         t1 = time.perf_counter()
         merged = merge(pdf)
         write_batch(out, batch_id, merged, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
-                                            "sink_seconds": round(time.perf_counter() - t1, 6)})
+                                            "sink_seconds": round(time.perf_counter() - t1, 6)}, run)
 
     w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint / "query"))
     w = w.trigger(availableNow=True) if once else w.trigger(processingTime=f"{trigger_seconds} seconds")
@@ -173,7 +177,7 @@ def start_query(spark, source: Path, out: Path, checkpoint: Path, config: dict, 
 
 
 def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: str) -> dict:
-    info = assemble(out)
+    info = assemble(out, config["run"])
     batches = info["batches"]
     meta = next((b["meta"] for b in reversed(batches) if "meta" in b), {})
     by_id = {p["batch"]: p for p in progress}
@@ -229,28 +233,47 @@ def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: 
 def _prepare(spark, source: Path, checkpoint: Path, config: dict, index: str, params: dict,
              window: Window, space: Space) -> tuple[dict, Path]:
     """Guard the checkpoint against another run's flags; convert a CSV/Parquet input
-    to JSON lines and compute the statistics, once (kept for restarts).
-    Returns the source config and the path the stream reads."""
-    from pyspark import cloudpickle
-
+    to JSON lines and compute the statistics, once (kept for restarts, as data: a
+    ``*.pkl`` file in the checkpoint is refused, never loaded). A new checkpoint gets a
+    new run id (``run.json``), which the outputs' batch files are kept under.
+    Returns the source config (with ``run``) and the path the stream reads."""
     fp = _fingerprint(source, {**config, "index": index, "params": params})
     checkpoint.mkdir(parents=True, exist_ok=True)
+    for p in sorted(checkpoint.rglob("*.pkl")):
+        raise ValueError(f"checkpoint {checkpoint} holds {p.relative_to(checkpoint)}: pickles are never "
+                         "loaded (SPEC section 7); remove the checkpoint or pick another --checkpoint")
     fp_file = checkpoint / "run.json"
-    if fp_file.exists() and json.loads(fp_file.read_text()) != fp:
-        raise ValueError(f"checkpoint {checkpoint} belongs to another run; remove it or pick another --checkpoint")
-    fp_file.write_text(json.dumps(fp))
+    run_id = None
+    if fp_file.exists():
+        try:
+            saved = json.loads(fp_file.read_text())
+        except (ValueError, UnicodeError):
+            saved = None
+        if not isinstance(saved, dict):
+            raise ValueError(f"checkpoint {checkpoint}: run.json is damaged; remove the checkpoint")
+        run_id = saved.pop("run", None)
+        if saved != fp or not (isinstance(run_id, str) and run_id.isalnum()):
+            raise ValueError(f"checkpoint {checkpoint} belongs to another run; remove it or pick another --checkpoint")
+    else:
+        run_id = uuid.uuid4().hex
+        _write_text(fp_file, json.dumps({**fp, "run": run_id}))
     if is_tabular(source):  # converted once, in order, to the JSON lines the source reads
         converted = checkpoint / "input.jsonl"
         if not converted.exists():
             to_jsonl(spark, source, converted)
         source = converted
-    stats_file = checkpoint / "stats.pkl"
+    stats_file = checkpoint / "stats.json"
     if not stats_file.exists():
-        st = statistics(spark, source, config["init_objects"], window, space)
-        with open(stats_file.with_suffix(".tmp"), "wb") as f:
-            cloudpickle.dump(st, f)
-        os.replace(stats_file.with_suffix(".tmp"), stats_file)
-    return {**config, "stats": str(stats_file)}, source
+        write_stats(stats_file, statistics(spark, source, config["init_objects"], window, space))
+    else:
+        read_stats(stats_file)  # refused now, with its reason, rather than inside a batch
+    return {**config, "stats": str(stats_file), "run": run_id}, source
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def _finish(out: Path, progress: _Progress, start: float, config: dict, index: str) -> dict:
@@ -281,6 +304,27 @@ def run_spark(events: str | Path, out: str | Path, window: str | Window = "none"
                   snapshot_every=snapshot_every, spark=spark, once=True, **index_params)
 
 
+def check_flags(workers: int, lines_per_batch: int, lines_per_second: float | None = None,
+                snapshot_every: int = 16, init_objects: int = 0, trigger_seconds: float = 1.0) -> None:
+    """Nonsensical flags are usage errors (``--lines-per-batch 0`` ran and wrote empty outputs)."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if not whole(workers) or workers < 1:
+        raise ValueError(f"--workers must be an integer >= 1, got {workers!r}")
+    if not whole(lines_per_batch) or lines_per_batch < 1:
+        raise ValueError(f"--lines-per-batch must be an integer >= 1, got {lines_per_batch!r}")
+    if lines_per_second is not None and not (isinstance(lines_per_second, (int, float))
+                                             and 0 < lines_per_second < float("inf")):
+        raise ValueError(f"--lines-per-second must be a finite number > 0, got {lines_per_second!r}")
+    if not whole(snapshot_every) or snapshot_every < 1:
+        raise ValueError(f"snapshot_every must be an integer >= 1, got {snapshot_every!r}")
+    if not whole(init_objects) or init_objects < 0:
+        raise ValueError(f"--init-objects must be an integer >= 0, got {init_objects!r}")
+    if not (isinstance(trigger_seconds, (int, float)) and 0 < trigger_seconds < float("inf")):
+        raise ValueError(f"trigger_seconds must be a finite number > 0, got {trigger_seconds!r}")
+
+
 def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: str | Window = "none",
            space: Space | None = None, index: str = "dkm", workers: int = 1, partitioner: str | None = None,
            init_objects: int = 1000, lines_per_batch: int = 10_000, master: str | None = None, *,
@@ -292,6 +336,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     arrived and write the final results; ``once``: only what is there now."""
     from .session import spark_session
 
+    check_flags(workers, lines_per_batch, lines_per_second, snapshot_every, init_objects, trigger_seconds)
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
     source, out, checkpoint = Path(source), Path(out), Path(checkpoint)
@@ -301,6 +346,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     spark = spark or spark_session(master, workers)
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
     config, source = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
+    clear_other_runs(out, config["run"])  # another checkpoint's batches are never joined
     config["keys"] = partition_keys(spark, workers)
     progress = _Progress()
     spark.streams.addListener(progress.listener)

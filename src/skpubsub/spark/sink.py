@@ -4,6 +4,11 @@ Each micro-batch writes its own files, named by batch id, atomically (write a
 temporary file, then rename), so a batch Spark replays after a failure rewrites
 the same bytes: no notification is lost or duplicated. ``assemble`` joins the
 batch files into the four outputs of SPEC section 4.
+
+The batch files live in ``OUT/batches/<run id>/``, the id the checkpoint was created
+with (``run.json``), and only that run's folder is joined: an output folder that still
+holds another checkpoint's batches (``_checkpoint`` removed, as the refusal message
+says) never mixes them into the new outputs; ``clear_other_runs`` removes them.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -65,9 +71,30 @@ def merge(pdf: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def write_batch(out: Path, batch_id: int, merged: dict[str, Any], extra: dict | None = None) -> None:
-    """Write one batch's files (idempotent per ``batch_id``)."""
-    d = Path(out) / BATCH_DIR
+def batch_dir(out: Path, run: str) -> Path:
+    return Path(out) / BATCH_DIR / run
+
+
+def clear_other_runs(out: Path, run: str) -> None:
+    """Remove batch files that belong to no run or to another run (another checkpoint)."""
+    top = Path(out) / BATCH_DIR
+    if top.is_symlink() or (top.exists() and not top.is_dir()):
+        top.unlink()
+    if not top.is_dir():
+        return
+    for p in top.iterdir():
+        if p.name == run and p.is_dir() and not p.is_symlink():
+            continue
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+
+
+def write_batch(out: Path, batch_id: int, merged: dict[str, Any], extra: dict | None = None,
+                run: str = "run") -> None:
+    """Write one batch's files (idempotent per ``batch_id``) into ``batch_dir(out, run)``."""
+    d = batch_dir(out, run)
     d.mkdir(parents=True, exist_ok=True)
     name = f"{batch_id:010d}"
     _write_atomic(d / f"notifications-{name}.jsonl", "".join(x + "\n" for x in merged["notifications"]))
@@ -86,11 +113,11 @@ def _batch_files(d: Path, prefix: str) -> list[Path]:
     return sorted(d.glob(f"{prefix}-*.jsonl")) if d.is_dir() else []
 
 
-def assemble(out: Path) -> dict:
-    """Join the batch files into ``notifications.jsonl``, ``rejected.jsonl`` and
+def assemble(out: Path, run: str = "run") -> dict:
+    """Join run ``run``'s batch files into ``notifications.jsonl``, ``rejected.jsonl`` and
     ``results.jsonl``; returns the per-batch info records in batch order."""
     out = Path(out)
-    d = out / BATCH_DIR
+    d = batch_dir(out, run)
     for prefix in ("notifications", "rejected"):
         with open(out / f"{prefix}.jsonl", "w", encoding="utf-8") as f:
             for p in _batch_files(d, prefix):

@@ -9,11 +9,15 @@ source reads the lines itself and runs them through the :class:`Sequencer`.
 Offsets are ``{"file", "pos", "line", "final"}``: the file being read, the byte
 position in it, lines read so far, and whether the input is finished (an event
 file's end, or an ``availableNow`` run's target). ``final`` lives in the offset so
-that a replayed micro-batch repeats its end-of-input rows exactly. Every
-``snapshotEvery`` batches (and at every final one) the sequencer is pickled to
-``<checkpoint>/<line>.pkl`` with its offset; a replayed batch whose start state is
-not in memory loads the last snapshot before it and re-feeds the lines between
-(feeding is deterministic and does not depend on batch boundaries).
+that a replayed micro-batch repeats its end-of-input rows exactly. The target is found
+by counting lines, never by holding them (a 34 MB input once cost 73 MB to find its end).
+
+Nothing is unpickled from the checkpoint (SPEC section 7): the sequencer's state lives
+in memory only; a batch whose start state is not there (a restart, a replay) re-feeds
+the input from its first line up to the batch's start (feeding is deterministic and
+does not depend on batch boundaries). The statistics are a data file
+(:mod:`.statefile`). A ``*.pkl`` file in the checkpoint (an older version's snapshots, or a
+planted one) is refused, never loaded.
 """
 
 from __future__ import annotations
@@ -25,13 +29,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from pyspark import cloudpickle
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
 from ..core.config import Space, Window
 from ..io.lines import read_lines
 from .sequencer import DRIVER, Sequencer
+from .statefile import Refused, read_stats
 
 SCHEMA = "worker int, part int, payload binary, ingest double"
 
@@ -48,11 +52,13 @@ def _files(path: Path) -> list[str]:
                   if p.is_file() and not p.name.startswith((".", "_")) and p.name.endswith(".jsonl"))
 
 
-def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = None) -> tuple[list, dict]:
+def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = None,
+          keep: bool = True) -> tuple[list, dict]:
     """Lines after ``start`` (at most ``max_lines``, never past ``stop``):
     ``([(line number, raw or None), ...], offset after them)``, read by
     :func:`~skpubsub.io.lines.read_lines` (a line over MAX_LINE comes as None and is
-    rejected by the Gate)."""
+    rejected by the Gate). ``keep=False``: only the offset (the lines are counted, not
+    kept: O(1) memory)."""
     base = path if path.is_dir() else path.parent
     names = _files(path)
     out: list = []
@@ -60,8 +66,10 @@ def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = No
     if file and file not in names:
         raise RuntimeError(f"input file {file!r} disappeared from {path}")
 
+    first = line
+
     def full() -> bool:
-        return (max_lines is not None and len(out) >= max_lines) or (stop is not None and line >= stop["line"])
+        return (max_lines is not None and line - first >= max_lines) or (stop is not None and line >= stop["line"])
 
     i = names.index(file) if file else 0
     while i < len(names) and not full():
@@ -72,7 +80,8 @@ def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = No
             if not full():
                 for _, body in read_lines(f):
                     line += 1
-                    out.append((line, body))
+                    if keep:
+                        out.append((line, body))
                     if full():
                         break
             pos = f.tell()  # read_lines reads with readline: tell() is just past the last line
@@ -106,7 +115,7 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.lines_per_batch)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        _, self.target = _read(self.path, self.initialOffset(), None)
+        _, self.target = _read(self.path, self.initialOffset(), None, keep=False)
 
     def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
         start = start or self.initialOffset()
@@ -124,7 +133,7 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.target is not None:
             end["final"] = end["line"] >= self.target["line"]
         elif self.path.is_file():
-            end["final"] = not _read(self.path, end, 1)[0]
+            end["final"] = _read(self.path, end, 1, keep=False)[1]["line"] == end["line"]
         if not lines and not end["final"]:
             return start
         self._last_call = now
@@ -134,28 +143,21 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- batches ---------------------------------------------------------------------
     def _fresh(self) -> Sequencer:
         c = self.config
-        stats = None
-        if c.get("stats"):
-            with open(c["stats"], "rb") as f:
-                stats = cloudpickle.load(f)
+        pickles = sorted(p.name for p in self.checkpoint.glob("*.pkl"))
+        if pickles:  # an older version's snapshots, or planted: never loaded
+            raise Refused(f"checkpoint {self.checkpoint} holds {pickles[0]}: pickles are never loaded "
+                          "(SPEC section 7); remove the checkpoint")
+        stats = read_stats(Path(c["stats"])) if c.get("stats") else None
         return Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), c["workers"],
                          c["partitioner"], c["init_objects"], stats)
 
-    def _snapshots(self) -> list[int]:
-        return sorted(int(p.stem) for p in self.checkpoint.glob("*.pkl") if p.stem.isdigit())
-
     def _sequencer(self, start: dict) -> Sequencer:
-        """The sequencer's state at ``start``: in memory, or the last snapshot before
-        it with the lines since re-fed (their rows were sent before: dropped)."""
+        """The sequencer's state at ``start``: in memory, else a fresh one with the lines
+        up to ``start`` re-fed (their rows were sent before: dropped). O(start) then."""
         state, self._state = self._state, None  # feed mutates it: never reuse a half-fed one
         if state is not None and state[0] == start["line"]:
             return state[1]
-        older = [n for n in self._snapshots() if n <= start["line"]]
-        if older:
-            with open(self.checkpoint / f"{older[-1]}.pkl", "rb") as f:
-                offset, seqr = cloudpickle.load(f)
-        else:
-            offset, seqr = self.initialOffset(), self._fresh()
+        offset, seqr = self.initialOffset(), self._fresh()
         if offset["line"] < start["line"]:
             lines, _ = _read(self.path, {**offset, "final": False}, start["line"] - offset["line"])
             seqr.feed(lines)
@@ -171,17 +173,9 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         t1 = time.perf_counter()
         rows = [(w, p, payload, ingest) for w, p, payload in seqr.feed(lines, end=end["final"])]
         t2 = time.perf_counter()
-        self._since_snapshot += 1
-        blob = b""
-        if end["final"] or self._since_snapshot >= self.snapshot_every:
-            blob = cloudpickle.dumps((end, seqr))
-            tmp = self.checkpoint / f".{end['line']}.pkl.tmp"
-            tmp.write_bytes(blob)
-            os.replace(tmp, self.checkpoint / f"{end['line']}.pkl")
-            self._since_snapshot = 0
         self._state = (end["line"], seqr)
         timing = {"lines": len(lines), "restore_seconds": round(t1 - t0, 6), "sequence_seconds": round(t2 - t1, 6),
-                  "snapshot_seconds": round(time.perf_counter() - t2, 6), "snapshot_bytes": len(blob)}
+                  "snapshot_seconds": 0.0, "snapshot_bytes": 0}
         rows.append((DRIVER, len(rows), pickle.dumps([("source", timing)]), ingest))
         keys = self.config.get("keys")
         if keys:  # worker ids -> grouping keys that put each worker in its own partition
@@ -195,10 +189,7 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from partition.rows
 
     def commit(self, end: dict) -> None:
-        """Keep the newest snapshot at or before ``end`` (a replay starts after it)."""
-        keep = [n for n in self._snapshots() if n <= end["line"]]
-        for n in keep[:-1]:
-            (self.checkpoint / f"{n}.pkl").unlink(missing_ok=True)
+        """Nothing to keep: the sequencer's state is rebuilt from the input when needed."""
 
 
 class EventSource(DataSource):

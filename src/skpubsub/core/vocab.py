@@ -47,7 +47,11 @@ class Vocabulary:
         return i
 
     def ids(self, words: tuple[str, ...]) -> list[int]:
-        return [self.id(w) for w in words]
+        get = self._ids.get
+        out = [get(w) for w in words]  # known words at C speed; new ones through ``id``
+        if None in out:
+            out = [self.id(w) if i is None else i for i, w in zip(out, words)]
+        return out
 
     def count(self, ids: list[int]) -> None:
         """One more object carries each of ``ids``."""

@@ -18,6 +18,18 @@ BUFFERS = ("kmax", "skyband", "cskyband", "ckskyband")
 B_KMAX, B_SKYBAND, B_CSKYBAND, B_CKSKYBAND = range(4)
 
 
+_UNIT: dict[int, tuple[float, ...]] = {}  # n -> unit_weights(None, n): most subscriptions give no weights
+
+
+def _unit(weights, n: int) -> tuple[float, ...]:
+    if weights is not None:
+        return unit_weights(weights, n)
+    u = _UNIT.get(n)
+    if u is None:
+        u = _UNIT[n] = unit_weights(None, n)
+    return u
+
+
 class SubTable(Laid):
     """Columnar subscriptions; keyword ids + unit weights in one pool, k-best buffers in another.
 
@@ -122,14 +134,19 @@ class SubTable(Laid):
             rs = slots[rng]
             rect = np.array([ev.rect for ev, r in zip(evs, rng.tolist()) if r], dtype=np.float64)
             c.rx1[rs], c.ry1[rs], c.rx2[rs], c.ry2[rs] = rect.T
-        for i in np.flatnonzero(~rng).tolist():  # kNN and top-k: their weights and result segments
-            ev, s, off, n = evs[i], int(slots[i]), int(offs[i]), int(lens[i])
-            c.x[s], c.y[s], c.k[s], c.alpha[s] = ev.x, ev.y, ev.k, ev.alpha
-            self.kw.ws[off:off + n] = unit_weights(ev.weights, n)
-            kb = min(4 * ev.k, max(ev.k, math.ceil(self.kmax * ev.k)))
-            c.kb[s] = kb
-            self.max_k, self.max_kb = max(self.max_k, ev.k), max(self.max_kb, kb)
-            c.res_off[s] = self.res.alloc(kb)
+        nr = np.flatnonzero(~rng)
+        if len(nr):  # kNN and top-k: their unit weights and result segments
+            ranked, rs = [evs[i] for i in nr.tolist()], slots[nr]
+            c.x[rs] = [ev.x for ev in ranked]
+            c.y[rs] = [ev.y for ev in ranked]
+            c.alpha[rs] = [ev.alpha for ev in ranked]
+            k = np.array([ev.k for ev in ranked], dtype=np.int64)
+            kb = np.minimum(4 * k, np.maximum(k, np.ceil(self.kmax * k).astype(np.int64)))
+            c.k[rs], c.kb[rs] = k, kb
+            self.max_k, self.max_kb = max(self.max_k, int(k.max())), max(self.max_kb, int(kb.max()))
+            c.res_off[rs] = [self.res.alloc(b) for b in kb.tolist()]
+            ws = [w for ev, n in zip(ranked, lens[nr].tolist()) for w in _unit(ev.weights, n)]
+            self.kw.ws[segment_items(offs[nr], lens[nr])[0]] = ws
         return slots
 
     def remove(self, s: int) -> None:

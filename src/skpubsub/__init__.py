@@ -38,8 +38,7 @@ def _usable_dir(path: str, private: bool = False) -> bool:
 def _pick_cache_dir(key: str, base: str) -> "str | None":
     """The folder for Numba's cache of code state ``key``: ``base/numba-KEY`` (the package's
     ``__pycache__``), or when that cannot be created or written (a read-only install), a
-    per-user temp folder ``TMP/skpubsub-numba-USER/numba-KEY``, else one under the user's
-    cache folder ``~/.cache/skpubsub-numba/numba-KEY``; None when none of them can be
+    per-user temp folder ``TMP/skpubsub-numba-USER/numba-KEY``; None when neither can be
     written (SPEC section 7: the kernels are then compiled in memory). Folders of earlier
     states are left alone (other processes may be using them); ``make clean`` removes the
     in-tree ones."""
@@ -55,14 +54,6 @@ def _pick_cache_dir(key: str, base: str) -> "str | None":
         if _usable_dir(per_user, private=True) and _usable_dir(_os.path.join(per_user, name)):
             return _os.path.join(per_user, name)
     except (OSError, ValueError):  # gettempdir raises when no temp folder is writable
-        pass
-    try:
-        home = _os.path.expanduser("~")
-        if home != "~":
-            mine = _os.path.join(home, ".cache", "skpubsub-numba")
-            if _usable_dir(mine, private=True) and _usable_dir(_os.path.join(mine, name)):
-                return _os.path.join(mine, name)
-    except (OSError, ValueError):
         pass
     return None
 

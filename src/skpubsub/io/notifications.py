@@ -200,8 +200,10 @@ class Notes:
 
     def json_lines(self) -> list[str]:
         """The notifications as output lines, ``note_line`` of each byte for byte, without
-        making their objects: each distinct id and time is encoded once."""
-        memo: dict = {}
+        making their objects: each distinct id and time is encoded once (``_ENCODED``)."""
+        memo = _ENCODED
+        if len(memo) > _ENCODED_MAX:
+            memo.clear()
 
         def enc(values: list) -> list[str]:
             out = []
@@ -226,6 +228,12 @@ class Notes:
                 append(_CHANGE_LINE % (subs[j], times[j], _LIST_OPEN + join(added[ao[j]:ao[j + 1]]) + _LIST_CLOSE,
                                        _LIST_OPEN + join(removed[ro[j]:ro[j + 1]]) + _LIST_CLOSE))
         return lines
+
+
+# (type, value) -> its JSON text, kept across batches: a stream names the same ids again and
+# again. Bounded: cleared when it outgrows _ENCODED_MAX.
+_ENCODED: dict = {}
+_ENCODED_MAX = 1 << 18
 
 
 class NoteBatch:

@@ -72,9 +72,9 @@ def _keywords(r: Line) -> tuple[str, ...] | None:
 def event(r: Line, seq: int, window: Window, space: Space) -> Event | None:
     """The event ``validate_record`` makes of this record, or None when it may reject it."""
     op, t = r.op, r.t
+    tf = float(t)  # OverflowError past float range: the caller leaves the line to the validator
     if op == "unsub":
         return Unsub(seq, r.id, t)
-    tf = float(t)
     expires = None
     if r.expires is not UNSET:
         expires = float(r.expires)

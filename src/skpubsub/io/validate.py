@@ -270,7 +270,7 @@ class Gate:
             return Rejection(line, f"line longer than {MAX_LINE} bytes", "")
         try:  # the common case (fastline); whatever it does not accept is judged below
             ev = fastline.event(fastline.decode(raw), line, self.window, self.space)
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, ValueError, OverflowError):  # bad UTF-8, a time past float range
             ev = None
         if ev is not None and self._admits(ev):
             self._accept(ev)

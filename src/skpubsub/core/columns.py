@@ -63,8 +63,8 @@ class Columns:
         reuse = self._free[len(self._free) - min(n, len(self._free)):][::-1]
         del self._free[len(self._free) - len(reuse):]
         fresh = n - len(reuse)
-        while self.top + fresh > self.capacity:
-            self._grow()
+        if self.top + fresh > self.capacity:  # one copy, not one per doubling
+            self.reserve(max(self.top + fresh, 2 * self.capacity))
         slots = np.concatenate([np.array(reuse, dtype=np.int64), np.arange(self.top, self.top + fresh)])
         self.top += fresh
         self.count += n

@@ -83,7 +83,7 @@ def post_slot(st, s, epoch, level, box, kws, lmax):
     return n
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)
 def _tokens(s, subs, grid, out):
     """What slot ``s`` is posted under, into ``out`` (``_keywords``' rule, but top-k classes):
     its token, else an `all` subscription's least frequent keyword, else its keywords."""

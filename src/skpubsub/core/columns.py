@@ -161,10 +161,13 @@ def grown_records(old: np.ndarray | None, capacity: int, fields) -> np.ndarray:
     their fill values; ``fields``: (name, dtype, fill)."""
     rec = records(capacity, [(n, d) for n, d, _ in fields])
     n = 0 if old is None else len(old)
+    raw = rec.view(np.uint8).reshape(capacity, rec.dtype.itemsize)  # as bytes: one memcpy, not one per field
     if n:
-        rec[:n] = old
+        raw[:n] = old.view(np.uint8).reshape(n, old.dtype.itemsize)
+    one = np.zeros(1, dtype=rec.dtype)  # padding zero, as in every record
     for name, _, fill in fields:
-        rec[name][n:] = fill
+        one[name] = fill
+    raw[n:] = one.view(np.uint8)
     return rec
 
 
@@ -195,6 +198,22 @@ class SegmentPool:
         off = self.top
         self.top += n
         return off
+
+    def alloc_many(self, ns: list[int]) -> list[int]:
+        """``alloc`` of each length in turn: one stretch at the top when no freed segment of
+        those lengths waits (what a run of new subscriptions or objects meets)."""
+        if any(self._free.get(n) for n in set(ns)):
+            return [self.alloc(n) for n in ns]
+        total = sum(ns)
+        while self.top + total > self.capacity:
+            self._grow()
+        offs = np.empty(len(ns), dtype=np.int64)
+        offs[0:1] = self.top
+        np.cumsum(ns[:-1], out=offs[1:])
+        offs[1:] += self.top
+        self.top += total
+        self.used += total
+        return offs.tolist()
 
     def release(self, off: int, n: int) -> None:
         self.used -= n

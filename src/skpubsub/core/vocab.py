@@ -47,10 +47,15 @@ class Vocabulary:
         return i
 
     def ids(self, words: tuple[str, ...]) -> list[int]:
-        get = self._ids.get
-        out = [get(w) for w in words]  # known words at C speed; new ones through ``id``
+        out = list(map(self._ids.get, words))  # known words at C speed; new ones through ``id``
         if None in out:
-            out = [self.id(w) if i is None else i for i, w in zip(out, words)]
+            j = out.index(None)
+            while True:  # the new words only (list.index scans in C)
+                out[j] = self.id(words[j])
+                try:
+                    j = out.index(None, j + 1)
+                except ValueError:
+                    break
         return out
 
     def count(self, ids: list[int]) -> None:

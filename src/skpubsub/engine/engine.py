@@ -135,8 +135,8 @@ class Engine:
             for ev in evs:
                 out.extend(self.apply_one(ev))
             return
-        ids = self.vocab.ids
-        slots = self.subs.add_many(evs, [ids(ev.keywords) for ev in evs])
+        kw_ids = self.vocab.ids([w for ev in evs for w in ev.keywords])  # one lookup pass for the run
+        slots = self.subs.add_many(evs, kw_ids)
         self.index.insert_many(slots)
         for ev, s in zip(evs, slots.tolist()):
             if ev.expires is not None:

@@ -63,7 +63,7 @@ class ObjectTable(Laid):
         c.seq[slots] = [ev.seq for ev in evs]
         c.expiry[slots] = expiry
         lens = np.array([len(k) for k in kw_ids], dtype=np.int64)
-        offs = np.array([self.kw.alloc(n) for n in lens.tolist()], dtype=np.int64)
+        offs = np.array(self.kw.alloc_many(lens.tolist()), dtype=np.int64)
         at, _ = segment_items(offs, lens)
         self.kw.id[at] = np.fromiter((w for ws in kw_ids for w in ws), dtype=np.int32, count=len(at))
         c.kw_off[slots], c.kw_len[slots] = offs, lens

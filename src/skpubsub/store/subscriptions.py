@@ -107,8 +107,9 @@ class SubTable(Laid):
             c.res_off[s] = self.res.alloc(kb)
         return s
 
-    def add_many(self, evs: list[Sub], kw_ids: list[list[int]]) -> np.ndarray:
-        """``add`` of each event in turn, the columns written for all at once; returns the slots."""
+    def add_many(self, evs: list[Sub], kw_ids: list[int]) -> np.ndarray:
+        """``add`` of each event in turn, the columns written for all at once (``kw_ids``: the
+        events' keyword ids one after another); returns the slots."""
         c = self.cols
         slots = c.add_many(len(evs))
         self.ids = grow_ids(self.ids, int(slots.max()))
@@ -123,10 +124,10 @@ class SubTable(Laid):
         c.match_all[slots] = [ev.match_all for ev in evs]
         c.seq[slots] = [ev.seq for ev in evs]
         c.expires[slots] = [math.inf if ev.expires is None else ev.expires for ev in evs]
-        lens = np.array([len(k) for k in kw_ids], dtype=np.int64)
-        offs = np.array([self.kw.alloc(n) for n in lens.tolist()], dtype=np.int64)
+        lens = np.array([len(ev.keywords) for ev in evs], dtype=np.int64)
+        offs = np.array(self.kw.alloc_many(lens.tolist()), dtype=np.int64)
         at, _ = segment_items(offs, lens)
-        self.kw.id[at] = np.fromiter((w for ws in kw_ids for w in ws), dtype=np.int32, count=len(at))
+        self.kw.id[at] = kw_ids
         c.kw_off[slots], c.kw_len[slots] = offs, lens
         self.max_kw = max(self.max_kw, int(lens.max()))
         rng = kind == K_RANGE
@@ -144,7 +145,7 @@ class SubTable(Laid):
             kb = np.minimum(4 * k, np.maximum(k, np.ceil(self.kmax * k).astype(np.int64)))
             c.k[rs], c.kb[rs] = k, kb
             self.max_k, self.max_kb = max(self.max_k, int(k.max())), max(self.max_kb, int(kb.max()))
-            c.res_off[rs] = [self.res.alloc(b) for b in kb.tolist()]
+            c.res_off[rs] = self.res.alloc_many(kb.tolist())
             ws = [w for ev, n in zip(ranked, lens[nr].tolist()) for w in _unit(ev.weights, n)]
             self.kw.ws[segment_items(offs[nr], lens[nr])[0]] = ws
         return slots

@@ -199,11 +199,11 @@ class SegmentPool:
         self.top += n
         return off
 
-    def alloc_many(self, ns: list[int]) -> list[int]:
+    def alloc_many(self, ns: list[int]) -> np.ndarray:
         """``alloc`` of each length in turn: one stretch at the top when no freed segment of
         those lengths waits (what a run of new subscriptions or objects meets)."""
         if any(self._free.get(n) for n in set(ns)):
-            return [self.alloc(n) for n in ns]
+            return np.array([self.alloc(n) for n in ns], dtype=np.int64)
         total = sum(ns)
         while self.top + total > self.capacity:
             self._grow()
@@ -213,7 +213,14 @@ class SegmentPool:
         offs[1:] += self.top
         self.top += total
         self.used += total
-        return offs.tolist()
+        return offs
+
+    def put_many(self, name: str, lens: np.ndarray, values) -> np.ndarray:
+        """New segments of ``lens`` holding ``values`` (one after another) in column ``name``;
+        returns their offsets."""
+        offs = self.alloc_many(lens.tolist())
+        getattr(self, name)[segment_items(offs, lens)[0]] = values
+        return offs
 
     def release(self, off: int, n: int) -> None:
         self.used -= n
@@ -278,6 +285,15 @@ def _regrow(table: Columns | SegmentPool, state: dict, spec: dict[str, tuple]) -
 
 
 NO_IDS = np.empty(0, dtype=object)
+
+
+def put_ids(ids: np.ndarray, slots: np.ndarray, values: list) -> np.ndarray:
+    """``ids`` (grown if need be) with ``values`` at ``slots``, each id stored as given."""
+    ids = grow_ids(ids, int(slots.max()))
+    boxed = np.empty(len(values), dtype=object)  # a tuple id stays one object, never unpacked
+    boxed[:] = values
+    ids[slots] = boxed
+    return ids
 
 
 def grow_ids(ids: np.ndarray, slot: int) -> np.ndarray:

@@ -17,7 +17,7 @@ from numba.extending import overload
 from ..io.events import Pub
 from ..core import postings as P
 from ..core.layouts import Laid, ObjectLive, Objects, cached
-from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids, grown, segment_items
+from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids, grown, put_ids, segment_items
 
 
 class ObjectTable(Laid):
@@ -54,19 +54,14 @@ class ObjectTable(Laid):
         """``add`` of each event in turn, the columns written for all at once; returns the slots."""
         c = self.cols
         slots = c.add_many(len(evs))
-        self.ids = grow_ids(self.ids, int(slots.max()))
-        boxed = np.empty(len(evs), dtype=object)
-        boxed[:] = [ev.id for ev in evs]
-        self.ids[slots] = boxed
+        self.ids = put_ids(self.ids, slots, [ev.id for ev in evs])
         c.x[slots] = [ev.x for ev in evs]
         c.y[slots] = [ev.y for ev in evs]
         c.seq[slots] = [ev.seq for ev in evs]
         c.expiry[slots] = expiry
         lens = np.array([len(k) for k in kw_ids], dtype=np.int64)
-        offs = np.array(self.kw.alloc_many(lens.tolist()), dtype=np.int64)
-        at, _ = segment_items(offs, lens)
-        self.kw.id[at] = np.fromiter((w for ws in kw_ids for w in ws), dtype=np.int32, count=len(at))
-        c.kw_off[slots], c.kw_len[slots] = offs, lens
+        c.kw_off[slots] = self.kw.put_many("id", lens, [w for ws in kw_ids for w in ws])
+        c.kw_len[slots] = lens
         c.wo[slots] = 1.0 / np.sqrt(lens)  # scoring.object_weight
         c.alive[slots] = alive
         return slots

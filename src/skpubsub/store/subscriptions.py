@@ -8,7 +8,7 @@ import numpy as np
 
 from ..io.events import KNN, RANGE, TOPK, Sub
 from ..core.layouts import Laid, Subs, cached
-from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids, segment_items
+from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids, put_ids, segment_items
 from ..core.scoring import unit_weights
 
 KIND_CODE = {RANGE: 0, KNN: 1, TOPK: 2}
@@ -101,7 +101,7 @@ class SubTable(Laid):
         else:
             c.x[s], c.y[s], c.k[s], c.alpha[s] = ev.x, ev.y, ev.k, ev.alpha
             self.kw.ws[off:off + n] = unit_weights(ev.weights, n)
-            kb = min(4 * ev.k, max(ev.k, math.ceil(self.kmax * ev.k)))
+            kb = int(self.buffer_size(ev.k))
             c.kb[s] = kb
             self.max_k, self.max_kb = max(self.max_k, ev.k), max(self.max_kb, kb)
             c.res_off[s] = self.res.alloc(kb)
@@ -112,11 +112,8 @@ class SubTable(Laid):
         events' keyword ids one after another); returns the slots."""
         c = self.cols
         slots = c.add_many(len(evs))
-        self.ids = grow_ids(self.ids, int(slots.max()))
         ids = [ev.id for ev in evs]
-        boxed = np.empty(len(ids), dtype=object)
-        boxed[:] = ids
-        self.ids[slots] = boxed
+        self.ids = put_ids(self.ids, slots, ids)
         self.slot_of.update(zip(ids, slots.tolist()))
         c.active[slots] = True
         kind = np.array([KIND_CODE[ev.kind] for ev in evs], dtype=np.int8)
@@ -125,9 +122,7 @@ class SubTable(Laid):
         c.seq[slots] = [ev.seq for ev in evs]
         c.expires[slots] = [math.inf if ev.expires is None else ev.expires for ev in evs]
         lens = np.array([len(ev.keywords) for ev in evs], dtype=np.int64)
-        offs = np.array(self.kw.alloc_many(lens.tolist()), dtype=np.int64)
-        at, _ = segment_items(offs, lens)
-        self.kw.id[at] = kw_ids
+        offs = self.kw.put_many("id", lens, kw_ids)
         c.kw_off[slots], c.kw_len[slots] = offs, lens
         self.max_kw = max(self.max_kw, int(lens.max()))
         rng = kind == K_RANGE
@@ -142,13 +137,18 @@ class SubTable(Laid):
             c.y[rs] = [ev.y for ev in ranked]
             c.alpha[rs] = [ev.alpha for ev in ranked]
             k = np.array([ev.k for ev in ranked], dtype=np.int64)
-            kb = np.minimum(4 * k, np.maximum(k, np.ceil(self.kmax * k).astype(np.int64)))
+            kb = self.buffer_size(k)
             c.k[rs], c.kb[rs] = k, kb
             self.max_k, self.max_kb = max(self.max_k, int(k.max())), max(self.max_kb, int(kb.max()))
             c.res_off[rs] = self.res.alloc_many(kb.tolist())
             ws = [w for ev, n in zip(ranked, lens[nr].tolist()) for w in _unit(ev.weights, n)]
             self.kw.ws[segment_items(offs[nr], lens[nr])[0]] = ws
         return slots
+
+    def buffer_size(self, k):
+        """``kb`` of a kNN/top-k subscription of ``k`` (an int or an array): ``kmax*k``
+        rounded up, at least k and at most 4k."""
+        return np.minimum(4 * k, np.maximum(k, np.ceil(self.kmax * k).astype(np.int64)))
 
     def remove(self, s: int) -> None:
         c = self.cols

@@ -44,12 +44,12 @@ from typing import Any
 import numpy as np
 
 from ..datasets import DATASETS, Places, load
+from ..io.events import MAX_K
 
 KINDS = ("knn", "topk", "range")
 KIND_CHOICES = (*KINDS, "mix")
 MATCHES = ("all", "any")
 MATCH_CHOICES = (*MATCHES, "mix")
-MAX_K = 1000
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ Time = Union[int, float]
 
 RANGE, KNN, TOPK = "range", "knn", "topk"
 KINDS = (RANGE, KNN, TOPK)
+MAX_K = 1000  # the largest k a kNN or top-k subscription may ask for (SPEC 1)
 UNREADABLE = "unreadable"  # the label of a rejected line whose op could not be read
 
 

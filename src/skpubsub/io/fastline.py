@@ -17,12 +17,9 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ..core.config import Space, Window
-from .events import KNN, RANGE, TOPK, Event, Pub, Sub, Unsub
-from .keywords import normalise, split_text
+from .events import KNN, MAX_K, RANGE, TOPK, Event, Pub, Sub, Unsub
+from .keywords import normalise, normalise_keywords, split_text
 
-MAX_K = 1000
-_NORMALISED: dict[str, str] = {}  # raw keyword -> normalised: words repeat across a stream
-_CACHE_WORDS = 1 << 18
 
 
 class Line(msgspec.Struct):
@@ -48,20 +45,9 @@ class Line(msgspec.Struct):
 decode = msgspec.json.Decoder(Line).decode
 
 
-def _word(w: str) -> str:
-    n = _NORMALISED.get(w)
-    if n is None:
-        if len(_NORMALISED) >= _CACHE_WORDS:
-            _NORMALISED.clear()
-        n = _NORMALISED[w] = normalise(w)
-    return n
-
-
 def _keywords(r: Line) -> tuple[str, ...] | None:
     if r.keywords is not UNSET:
-        out = tuple(dict.fromkeys(map(_word, r.keywords)))
-        if "" in out:  # a keyword that normalises to nothing
-            out = tuple(w for w in out if w)
+        out = normalise_keywords(r.keywords)
     elif r.text is not UNSET:
         out = split_text(r.text)
     else:

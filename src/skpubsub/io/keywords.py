@@ -9,14 +9,24 @@ from collections.abc import Iterable
 _NON_WORD = re.compile(r"\W+")
 
 
+_NORMALISED: dict[str, str] = {}  # raw keyword -> normalised: words repeat across a stream
+_CACHE_WORDS = 1 << 18
+
+
 def normalise(word: str) -> str:
-    """One keyword: NFKC, casefold, surrounding white space stripped."""
-    return unicodedata.normalize("NFKC", word).casefold().strip()
+    """One keyword: NFKC, casefold, surrounding white space stripped (remembered, bounded)."""
+    n = _NORMALISED.get(word)
+    if n is None:
+        if len(_NORMALISED) >= _CACHE_WORDS:
+            _NORMALISED.clear()
+        n = _NORMALISED[word] = unicodedata.normalize("NFKC", word).casefold().strip()
+    return n
 
 
 def normalise_keywords(words: Iterable[str]) -> tuple[str, ...]:
     """Normalise each keyword, drop empty ones and duplicates (first kept)."""
-    return tuple(dict.fromkeys(w for w in map(normalise, words) if w))
+    out = tuple(dict.fromkeys(map(normalise, words)))
+    return tuple(w for w in out if w) if "" in out else out
 
 
 def split_text(text: str) -> tuple[str, ...]:

@@ -17,12 +17,11 @@ import msgspec
 
 from ..core.clock import WindowClock
 from ..core.config import Space, Window
-from .events import KINDS, KNN, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, Unsub, op_label
+from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, Unsub, op_label
 from . import fastline
 from .keywords import normalise, normalise_keywords, split_text
 
 MAX_LINE = 1_048_576  # bytes, without the newline
-MAX_K = 1000
 
 
 class Invalid(ValueError):

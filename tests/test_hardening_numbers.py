@@ -132,19 +132,61 @@ def _nanosecond_stream() -> list[dict]:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="exact integer expiry needs changes outside core/config "
-                   "(reference.py, clock.py, engine.py, driver.py, validate.py): see the hardening report")
 def test_nanosecond_stamps_expire_exactly() -> None:
     """SPEC 6: integer t and T expire in exact integer arithmetic. Under time:1000, o1
-    leaves at T0+1000 and o2 at T0+1001 (float64 rounds both to T0+999's neighbourhood:
-    the reference removed them one event early); the unsub one before ``e``'s end is
-    accepted."""
+    leaves at T0+1000 (o3 takes its place) and o2 at T0+1001 (o4 takes its place); float64
+    rounds T0+999 .. T0+1003 to one value, so both left one event early, at o3, and ``e``'s
+    expires (T0+1003 > T0+1001) was refused as not after t. The unsub one before ``e``'s end
+    is accepted."""
     w = Window.parse("time:1000")
     valid, raws = validate(_nanosecond_stream(), w, Space())
     assert len(valid) == len(raws) == 9
     ref = ReferenceEngine(w, Space())
     notes = [[(n.sub, getattr(n, "added", None), getattr(n, "removed", None)) for n in ref.apply([ev])]
              for ev in valid]
-    assert notes[3] == [] and notes[4] == [("s", ("o4",), ("o1",))] and notes[5] == []
+    assert notes[3] == [] and notes[4] == [("s", ("o3",), ("o1",))]
+    assert notes[5] == [("s", ("o4",), ("o2",))]
     for index in INDEXES:
         compare(_nanosecond_stream(), w, None, engine_factory(index))
+
+
+def _shift_times(records: list, base: int, scale: int = 10) -> list:
+    """The stream with every finite ``t`` and ``expires`` as the integer ``base + round(v *
+    scale)`` (order kept; equal times stay equal)."""
+    out = []
+    for rec in records:
+        if isinstance(rec, dict):
+            rec = dict(rec)
+            for f in ("t", "expires"):
+                v = rec.get(f)
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                    rec[f] = base + round(v * scale)
+        out.append(rec)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nanosecond_streams_shift_invariant_in_every_engine(seed: int) -> None:
+    """Seeded random streams under a time window, times made integers: moved up to
+    nanosecond stamps (T0, above 2**53, where float64 steps are 256) they must give the
+    reference exactly the notifications of the same stream near 0 (integer arithmetic is
+    shift-invariant, float64 there is not), and every index configuration (the k-skyband
+    buffers compare expiries to evict) must match the reference."""
+    from skpubsub.testing.conformance import index_configs
+    from skpubsub.testing.streams import random_stream
+
+    st = random_stream(seed, n_events=(60, 120), windows=("time",))
+    span = round(Window.parse(st.window).span * 10)
+    w = Window.parse(f"time:{span}")
+    near, far = _shift_times(st.events, 0), _shift_times(st.events, T0)
+
+    def run(records: list) -> tuple[list, list]:
+        valid, raws = validate(records, w, Space() if st.space is None else st.space)
+        ref = ReferenceEngine(w, st.space or Space())
+        notes = [[(n.sub, getattr(n, "object", None), getattr(n, "added", None), getattr(n, "removed", None))
+                  for n in ref.apply([ev])] for ev in valid]
+        return [ev.seq for ev in valid], notes
+
+    assert run(far) == run(near)
+    for index, params in index_configs():
+        compare(far, w, st.space, engine_factory(index, **params), check_every_event=False)

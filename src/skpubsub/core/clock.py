@@ -11,12 +11,16 @@ validating gate (subscription ids):
 * ``none``: objects never leave.
 
 Items are opaque keys (slots, seqs or ids); ties in time leave in arrival (seq) order.
+Times and expiries are kept as given (``int`` or ``float``) and compared by Python, which
+compares an int with a float exactly: integer nanosecond stamps above 2**53 expire exactly
+(SPEC section 6, "Times"). Nothing here rounds them to float64.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left
 from collections import deque
 from itertools import islice
 from typing import Any
@@ -25,22 +29,24 @@ import numpy as np
 
 from .config import Window
 
+Time = int | float  # as the event gave it: never rounded here (SPEC section 6)
+
 
 class WindowClock:
     """Departures of subscriptions and objects under ``window``: O(log n) per item."""
 
     def __init__(self, window: Window) -> None:
         self.window = window
-        self._subs: list[tuple[float, int, Any]] = []  # (expires, seq, key)
+        self._subs: list[tuple[Time, int, Any]] = []  # (expires, seq, key)
         self._fifo: deque[Any] = deque()  # count window: alive objects, oldest first
-        self._heap: list[tuple[float, int, Any]] = []  # time window: (expiry, seq, key)
+        self._heap: list[tuple[Time, int, Any]] = []  # time window: (expiry, seq, key), exact
 
     # -- subscriptions -----------------------------------------------------------------
-    def subscribe(self, expires: float | None, seq: int, key: Any) -> None:
+    def subscribe(self, expires: Time | None, seq: int, key: Any) -> None:
         if expires is not None:
             heapq.heappush(self._subs, (expires, seq, key))
 
-    def subs_ending(self, now: float) -> list[tuple[int, Any]]:
+    def subs_ending(self, now: Time) -> list[tuple[int, Any]]:
         """(seq, key) of the subscriptions whose expiry is due at ``now``, in expiry order;
         the caller skips those already ended otherwise (their seq no longer matches)."""
         h = self._subs
@@ -51,27 +57,28 @@ class WindowClock:
         return out
 
     @property
-    def next_sub_end(self) -> float:
+    def next_sub_end(self) -> Time:
         return self._subs[0][0] if self._subs else math.inf
 
     @property
-    def next_due(self) -> float:
+    def next_due(self) -> Time:
         """The earliest time anything is due to leave: a subscription's end, or (time
         window) an object's expiry; a count window's objects leave by arrivals instead."""
         return min(self.next_sub_end, self._heap[0][0] if self._heap else math.inf)
 
     # -- objects -----------------------------------------------------------------------
-    def expiry(self, t: float, expires: float | None, seq: int) -> float:
-        """What orders an object's departure: its expiry time (time window), its seq (count
-        window: the k-skyband's dominance reads it), or never."""
+    def expiry(self, t: Time, expires: Time | None, seq: int) -> Time:
+        """What orders an object's departure: its expiry time (time window: ``Window.expiry``,
+        exact for integers), its seq (count window: the k-skyband's dominance reads it), or
+        never."""
         w = self.window
         if w.kind == "time":
-            return expires if expires is not None else t + w.span
+            return w.expiry(t, expires)
         if w.kind == "count":
             return float(seq)
         return math.inf
 
-    def leaving(self, now: float) -> list[Any]:
+    def leaving(self, now: Time) -> list[Any]:
         """Objects whose time is up before an event at ``now`` (time window), oldest first."""
         out = []
         h = self._heap
@@ -79,7 +86,7 @@ class WindowClock:
             out.append(heapq.heappop(h)[2])
         return out
 
-    def arrive(self, key: Any, seq: int, expiry: float) -> list[Any]:
+    def arrive(self, key: Any, seq: int, expiry: Time) -> list[Any]:
         """An object arrives; returns the objects it pushes out (count window: the oldest,
         once N are alive). Under ``time`` it leaves later through ``leaving``."""
         w = self.window
@@ -91,11 +98,12 @@ class WindowClock:
             heapq.heappush(self._heap, (expiry, seq, key))
         return []
 
-    def plan(self, times: list[float] | None, seqs: list[int] | None, keys: list[Any],
-             expiries: np.ndarray | None) -> RunPlan:
+    def plan(self, times: list[Time] | None, seqs: list[int] | None, keys: list[Any],
+             expiries: list[Time] | None) -> RunPlan:
         """The departures before each object of a run arriving at ``times`` (nothing else
         happening in between): CSR offsets per object and the keys, oldest first. Nothing
-        changes until ``commit``. Only a time window reads ``times``, ``seqs`` and ``expiries``."""
+        changes until ``commit``. Only a time window reads ``times``, ``seqs`` and ``expiries``
+        (exact values as given, see the module docstring)."""
         m = len(keys)
         w = self.window
         owner: list[int] = []
@@ -114,14 +122,14 @@ class WindowClock:
             last = times[-1]
             while self._heap and self._heap[0][0] <= last:
                 taken.append(heapq.heappop(self._heap))
-            due = [(float(expiries[i]), seqs[i], keys[i]) for i in range(m) if expiries[i] <= last]
+            due = [(expiries[i], seqs[i], keys[i]) for i in range(m) if expiries[i] <= last]
             entries = sorted(taken + due)
-            if entries:  # each leaves before the first object at or after its expiry
-                owner = np.searchsorted(np.asarray(times, dtype=float), [e[0] for e in entries], side="left").tolist()
+            if entries:  # each leaves before the first object at or after its expiry (exact)
+                owner = [bisect_left(times, e[0]) for e in entries]
                 objs = [e[2] for e in entries]
         return RunPlan.of(m, owner, objs, taken)
 
-    def commit(self, plan: RunPlan, seqs: list[int] | None, keys: list[Any], expiries: np.ndarray | None,
+    def commit(self, plan: RunPlan, seqs: list[int] | None, keys: list[Any], expiries: list[Time] | None,
                done: int) -> None:
         """The first ``done`` objects of a planned run arrived (and their departures left);
         only a time window reads ``seqs`` and ``expiries``."""
@@ -138,7 +146,7 @@ class WindowClock:
                     heapq.heappush(self._heap, entry)
             for i in range(done):
                 if keys[i] not in consumed:
-                    heapq.heappush(self._heap, (float(expiries[i]), seqs[i], keys[i]))
+                    heapq.heappush(self._heap, (expiries[i], seqs[i], keys[i]))
 
 
 class RunPlan:

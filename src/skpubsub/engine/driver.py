@@ -35,13 +35,13 @@ def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: l
     i = 0
     while i < len(pubs):
         limit = eng.clock.next_sub_end
-        if limit <= float(pubs[i].t):  # a subscription ends first: plain path
+        if limit <= pubs[i].t:  # a subscription ends first: plain path (times exact, SPEC 6)
             _extend(out, tags, eng.apply_one(pubs[i], slots[i], expire[i] if expire else ()), i)
             i += 1
             continue
         j = i + 1
         end = min(len(pubs), i + SEGMENT)
-        while j < end and float(pubs[j].t) < limit:
+        while j < end and pubs[j].t < limit:
             j += 1
         done = _segment(eng, pubs[i:j], slots[i:j], expire[i:j] if expire else None, out, tags, i)
         i += done
@@ -64,13 +64,20 @@ def _extend(out: list, tags: list | None, notes: list, i: int) -> None:
         tags.extend([i] * len(notes))
 
 
-def _plan(eng, pubs: list, slots: list[int], expire: list | None) -> RunPlan:
+def _expiries(eng, pubs: list) -> list | None:
+    """The run's exact expiries (time window, own clock), as the clock orders them."""
+    if eng.external or eng.window.kind != "time":
+        return None
+    expiry = eng.clock.expiry
+    return [expiry(ev.t, ev.expires, ev.seq) for ev in pubs]
+
+
+def _plan(eng, pubs: list, slots: list[int], expire: list | None, exps: list | None) -> RunPlan:
     """The objects that leave the window before each pub of the run."""
     if not eng.external:
         if eng.window.kind != "time":  # departures follow arrival order (count) or never happen
             return eng.clock.plan(None, None, slots, None)
-        return eng.clock.plan([float(ev.t) for ev in pubs], [ev.seq for ev in pubs], slots,
-                              eng.objs.cols.expiry[slots])
+        return eng.clock.plan([ev.t for ev in pubs], [ev.seq for ev in pubs], slots, exps)
     owner: list[int] = []
     objs: list[int] = []
     if expire:
@@ -131,7 +138,8 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     """Run the kernel over ``pubs``; returns how many it applied (all but on a missing holder)."""
     oc, sc, top = eng.objs.cols, eng.subs.cols, eng.index
     ix = top.kernel_grid  # the compiled grid the kernel scans (igpt keeps range and knn in one)
-    plan = _plan(eng, pubs, slots, expire)
+    exps = _expiries(eng, pubs)
+    plan = _plan(eng, pubs, slots, expire, exps)
     ix.fit(sc.capacity - 1)
     b_obj = np.array(slots, dtype=np.int64)
     b_kwoff, b_kw = eng.objs.keywords_csr(b_obj)
@@ -177,7 +185,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     ix.count(run.x[:done], run.y[:done])  # after the fact: a level choice is cost, never results
     if status == STOP_EXPIRY:
         eng.stats["expiry_stops"] += 1
-    _sync(eng, pubs, slots, plan, dead, done)
+    _sync(eng, pubs, slots, plan, dead, done, exps)
     return done
 
 
@@ -222,7 +230,7 @@ def _drain(eng, pubs, counters, rows: L.Rows, scratch: L.Scratch, dead: list, ou
         eng.stats[key] += int(counters[c])
 
 
-def _sync(eng, pubs, slots, plan: RunPlan, dead: list[int], done: int) -> None:
+def _sync(eng, pubs, slots, plan: RunPlan, dead: list[int], done: int, exps: list | None) -> None:
     """Bring the window bookkeeping up to the ``done`` pubs the kernel applied."""
     w = eng.window
     if eng.external:
@@ -233,7 +241,7 @@ def _sync(eng, pubs, slots, plan: RunPlan, dead: list[int], done: int) -> None:
         for o in plan.gone(done):
             eng.alive_by_seq.pop(int(seq[o]), None)
     elif eng.window.kind == "time":
-        eng.clock.commit(plan, [ev.seq for ev in pubs], slots, eng.objs.cols.expiry[slots], done)
+        eng.clock.commit(plan, [ev.seq for ev in pubs], slots, exps, done)
     elif eng.window.retains:
         eng.clock.commit(plan, None, slots, None, done)
     if w.retains:  # the kernel posted the pubs it applied as alive

@@ -84,6 +84,7 @@ class Engine:
         self._heap = heap(0, 0)  # refill scratch
         self.external = external_expiry
         self.alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
+        self._origin: int | None = None  # what the float64 lives are relative to (``_lives``)
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
@@ -129,7 +130,7 @@ class Engine:
         """A run of subscriptions: at once when nothing is due to leave before the last of
         them and none starts from alive objects (no window, or none alive): then each
         would have changed nothing but its own registration. Else one by one."""
-        last = float(evs[-1].t)
+        last = evs[-1].t  # times as given: exact comparisons (SPEC 6)
         if (len(evs) < 2 or self.external or (self.window.retains and self.alive.count)
                 or self.clock.next_due <= last or any(ev.expires is not None and ev.expires <= last for ev in evs)):
             for ev in evs:
@@ -184,7 +185,7 @@ class Engine:
     def apply_one(self, ev: Event | Tick, slot: int | None = None, expire: tuple[int, ...] = ()) -> list[Notification]:
         """One event on the plain path (``slot``: the pub's object, if already added;
         ``expire``: under external expiry, the seqs of the objects that leave first)."""
-        now = float(ev.t)
+        now = ev.t  # as given: int/float comparisons are exact (SPEC section 6, "Times")
         self._expire_subs(now)
         gone = [self.alive_by_seq.pop(q) for q in expire] if self.external else self.clock.leaving(now)
         if gone:
@@ -228,7 +229,7 @@ class Engine:
         under ``none`` the result objects come along (``held``), offered oldest first."""
         sub = ev.sub
         if ev.now is not None:
-            self._expire_subs(float(ev.now))  # an expired one may still hold the id here
+            self._expire_subs(ev.now)  # an expired one may still hold the id here
         s = self.subs.add(sub, self.vocab.ids(sub.keywords))
         if sub.kind != RANGE and self.window.retains:
             self._refill(s)  # as a new subscription does, before it is indexed
@@ -283,7 +284,7 @@ class Engine:
         self.index.insert(s)
         self.clock.subscribe(ev.expires, ev.seq, s)
 
-    def _expire_subs(self, now: float) -> None:
+    def _expire_subs(self, now: int | float) -> None:
         c = self.subs.cols
         for seq, s in self.clock.subs_ending(now):
             if c.seq[s] == seq:  # not already unsubscribed
@@ -313,8 +314,8 @@ class Engine:
         self.stats["objects"] += 1
         kw = self.vocab.ids(ev.keywords)
         self.vocab.count(kw)
-        expiry = self.clock.expiry(float(ev.t), ev.expires, ev.seq)
-        return self.objs.add(ev, kw, expiry, alive=self.window.retains)
+        life = self._lives([self.clock.expiry(ev.t, ev.expires, ev.seq)])[0]
+        return self.objs.add(ev, kw, life, alive=self.window.retains)
 
     def add_objects(self, evs: list[Pub]) -> list[int]:
         """``add_object`` of each event in turn (a run of pubs), the table written at once."""
@@ -324,8 +325,22 @@ class Engine:
         for kw in kws:
             count(kw)
         expiry = self.clock.expiry
-        exp = np.array([expiry(float(ev.t), ev.expires, ev.seq) for ev in evs], dtype=np.float64)
-        return self.objs.add_many(evs, kws, exp, alive=self.window.retains).tolist()
+        lives = self._lives([expiry(ev.t, ev.expires, ev.seq) for ev in evs])
+        return self.objs.add_many(evs, kws, lives, alive=self.window.retains).tolist()
+
+    def _lives(self, exps: list) -> np.ndarray:
+        """The object table's ``expiry`` column (float64: what the k-skyband's dominance and
+        the refill compare, order only) from the clock's exact expiries. Integer stamps above
+        2**53 (nanoseconds) would round and tie there, so under a time window that starts with
+        one they are stored relative to that first expiry (exact while the expiries lie within
+        2**53 of it); otherwise the values themselves. O(len(exps))."""
+        org = self._origin
+        if org is None and self.window.kind == "time" and exps:
+            e = exps[0]
+            org = self._origin = e if type(e) is int and abs(e) > 2 ** 53 else 0
+        if not org:
+            return np.array(exps, dtype=np.float64)
+        return np.array([_shifted(e, org) for e in exps], dtype=np.float64)
 
     def _publish(self, ev: Pub, o: int) -> None:
         w = self.window
@@ -333,7 +348,7 @@ class Engine:
             if w.retains:
                 self.alive_by_seq[ev.seq] = o
         else:
-            gone = self.clock.arrive(o, ev.seq, float(self.objs.cols.expiry[o]))
+            gone = self.clock.arrive(o, ev.seq, self.clock.expiry(ev.t, ev.expires, ev.seq))
             if gone:  # the oldest leaves as this one arrives (count window)
                 self._expire_objects(gone)
         kw_arr = self.objs.keywords(o)
@@ -535,3 +550,16 @@ class Engine:
         kept = in_use & ~oc.alive[: oc.top] & (oc.refs[: oc.top] == 0)
         assert not kept.any(), ("object slots neither alive nor held (leaked)", np.flatnonzero(kept)[:5])
         self.index._check()
+
+
+def _shifted(e: int | float, org: int) -> float:
+    """``e - org`` rounded once to float64 (exact when it is below 2**53)."""
+    if type(e) is int:
+        return float(e - org)
+    if not math.isfinite(e):
+        return e
+    if e.is_integer():
+        return float(int(e) - org)
+    from fractions import Fraction  # a fractional time beside integer stamps: rare
+
+    return float(Fraction(e) - org)

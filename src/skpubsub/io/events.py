@@ -35,7 +35,7 @@ class Pub:
     x: float
     y: float
     keywords: tuple[str, ...]
-    expires: float | None = None  # absolute; only under a time window
+    expires: Time | None = None  # absolute, as given (an int stays exact); only under a time window
 
     @property
     def label(self) -> str:
@@ -56,7 +56,7 @@ class Sub:
     k: int = 0
     alpha: float = 0.0  # topk
     weights: tuple[float, ...] | None = None  # topk, aligned with keywords; None = all 1
-    expires: float | None = None
+    expires: Time | None = None  # as given
 
     @property
     def label(self) -> str:

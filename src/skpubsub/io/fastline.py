@@ -58,13 +58,15 @@ def _keywords(r: Line) -> tuple[str, ...] | None:
 def event(r: Line, seq: int, window: Window, space: Space) -> Event | None:
     """The event ``validate_record`` makes of this record, or None when it may reject it."""
     op, t = r.op, r.t
-    tf = float(t)  # OverflowError past float range: the caller leaves the line to the validator
+    float(t)  # OverflowError past float range: the caller leaves the line to the validator
     if op == "unsub":
         return Unsub(seq, r.id, t)
-    expires = None
-    if r.expires is not UNSET:
-        expires = float(r.expires)
-        if not expires > tf:
+    expires = r.expires
+    if expires is UNSET:
+        expires = None
+    else:  # kept as given and compared exactly, like t (SPEC section 6, "Times")
+        float(expires)
+        if not expires > t:
             return None
     if op == "pub":
         x, y = r.x, r.y

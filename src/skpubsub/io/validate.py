@@ -171,13 +171,14 @@ def _match(rec: dict, default: str) -> bool:
     return m == "all"
 
 
-def _expires(rec: dict, t: float) -> float | None:
+def _expires(rec: dict, t: int | float) -> int | float | None:
     if "expires" not in rec:
         return None
-    e = _as_number(rec["expires"], "expires")
-    if not e > t:
+    e = rec["expires"]
+    _as_number(e, "expires")
+    if not e > t:  # exact, also for integers above 2**53 (SPEC section 6, "Times")
         raise Invalid(f"expires not after t: expires={e:g} <= t={t:g}")
-    return e
+    return e  # kept as given, like t: an integer expiry stays exact
 
 
 def validate_record(rec: dict, seq: int, window: Window, space: Space) -> Event:
@@ -187,13 +188,12 @@ def validate_record(rec: dict, seq: int, window: Window, space: Space) -> Event:
         raise Invalid(f"unknown op: {op!r}")
     ident = _id(rec)
     t = _time(rec)
-    tf = float(t)
     if op == "unsub":
         return Unsub(seq, ident, t)
     if op == "pub":
         x, y = _point(rec, space)
         kws = _keywords(rec)
-        expires = _expires(rec, tf)
+        expires = _expires(rec, t)
         if expires is not None and window.kind != "time":
             raise Invalid(f"object expires without a time window (window is {window})")
         return Pub(seq, ident, t, x, y, kws, expires)
@@ -201,7 +201,7 @@ def validate_record(rec: dict, seq: int, window: Window, space: Space) -> Event:
     if kind not in KINDS:
         raise Invalid(f"unknown kind: {kind!r}")
     kws = _keywords(rec)
-    expires = _expires(rec, tf)
+    expires = _expires(rec, t)
     if kind == RANGE:
         rect = _field(rec, "rect")
         if not isinstance(rect, list) or len(rect) != 4:
@@ -258,7 +258,7 @@ class Gate:
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
         self.last_t: int | float | None = None
-        self._active: dict[Any, float] = {}  # sub id -> expires (inf if none)
+        self._active: dict[Any, int | float] = {}  # sub id -> expires as given (inf if none)
         self._clock = WindowClock(self.window)  # when subscription ids end
         self._seq_of: dict[Any, int] = {}  # active sub id -> its seq (tells an ended id from a reused one)
         self._seq = 0
@@ -301,7 +301,7 @@ class Gate:
         self._seq = seq
         return ev
 
-    def _is_active(self, ident: Any, t: float) -> bool:
+    def _is_active(self, ident: Any, t: int | float) -> bool:
         exp = self._active.get(ident)
         return exp is not None and exp > t
 
@@ -313,7 +313,7 @@ class Gate:
         return True
 
     def _check_state(self, ev: Event) -> None:
-        t = float(ev.t)
+        t = ev.t  # as given: int/float comparisons are exact (SPEC section 6, "Times")
         if self.last_t is not None and ev.t < self.last_t:  # exact, also for huge integers
             raise Invalid(f"time going backwards: t={ev.t} after t={self.last_t}")
         if isinstance(ev, Sub) and self._is_active(ev.id, t):
@@ -322,7 +322,7 @@ class Gate:
             raise Invalid(f"unknown unsub id: {ev.id!r} is not an active subscription")
 
     def _accept(self, ev: Event) -> None:
-        t = float(ev.t)
+        t = ev.t
         self.last_t = ev.t
         for seq, ident in self._clock.subs_ending(t):  # forget ended ids: memory stays O(active)
             if self._seq_of.get(ident) == seq:

@@ -159,7 +159,7 @@ class Dispatcher:
     # -- routing ---------------------------------------------------------------------
     def route(self, ev: Event) -> dict[int, list[Item]]:
         """Worker -> the items it must apply for this event, in order."""
-        now = float(ev.t)
+        now = ev.t  # as given: exact comparisons (SPEC section 6, "Times")
         for seq, sid in self.clock.subs_ending(now):
             if self._seq.get(sid) == seq:
                 self._unregister(sid)  # the workers end it themselves at this time

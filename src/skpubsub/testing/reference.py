@@ -27,7 +27,7 @@ class _Obj:
     x: float
     y: float
     keywords: frozenset[str]
-    expiry: float  # inf when objects do not expire by time
+    expiry: int | float  # exact as SPEC 6 computes it; inf when objects do not expire by time
 
 
 @dataclass(slots=True)
@@ -79,7 +79,7 @@ class ReferenceEngine:
         return out
 
     def _apply(self, ev: Event) -> list[Notification]:
-        now = float(ev.t)
+        now = ev.t  # as given: int/float comparisons are exact (SPEC section 6, "Times")
         old: dict[Any, list[_Obj]] = {}  # results before this event, for the net diff
         matches: dict[Any, Any] = {}
 
@@ -125,7 +125,7 @@ class ReferenceEngine:
     def _publish(self, ev: Pub, touch, matches: dict) -> None:
         self.stats["objects"] += 1
         if self.window.kind == "time":
-            expiry = ev.expires if ev.expires is not None else float(ev.t) + self.window.span
+            expiry = self.window.expiry(ev.t, ev.expires)  # exact for integers (SPEC 6)
         else:
             expiry = math.inf
         o = _Obj(ev.seq, ev.id, ev.x, ev.y, frozenset(ev.keywords), expiry)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.scoring import unit_weights
 from ...io.events import RANGE, TOPK, Sub
 from ..stats import Statistics
 
@@ -199,10 +200,10 @@ class SampleIndex:
         alpha, k = float(sub.alpha), int(sub.k)
         if alpha <= 0.0 or k < 1:
             return math.inf
-        weights = sub.weights if sub.weights is not None else (1.0,) * len(sub.keywords)
-        # the subscription's vector over all its (distinct) keywords, unit length
-        norm = math.sqrt(math.fsum(float(w) * float(w) for w in weights)) or 1.0
-        known = [(kid, float(w) / norm) for kid, w in zip(kids, weights) if kid >= 0]
+        # the subscription's vector over all its (distinct) keywords, unit length, scaled as
+        # every engine scales it (no overflow or underflow at 1e200 / 1e-200: SPEC section 6)
+        unit = unit_weights(sub.weights, len(sub.keywords))
+        known = [(kid, w) for kid, w in zip(kids, unit) if kid >= 0]
         if not known:
             return math.inf
         spans = [self._posting(kid) for kid, _ in known]

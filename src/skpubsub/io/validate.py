@@ -67,6 +67,39 @@ def _read(text: str) -> tuple[Any, str | None, list[str]]:
         return None, f"not JSON: {exc}", bare
 
 
+# SPEC section 6, "Text": a string anywhere in an event that is not valid Unicode (a lone
+# surrogate, legal as a JSON escape such as "\ud800") rejects the event; it could not be
+# written to any output.
+INVALID_UNICODE = "invalid unicode"
+
+
+def _valid_unicode(v: Any) -> bool:
+    """No lone surrogate in any string of ``v`` (keys included). O(size of v)."""
+    if isinstance(v, str):
+        if v.isascii():
+            return True
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+    if isinstance(v, dict):
+        return all(_valid_unicode(k) and _valid_unicode(x) for k, x in v.items())
+    if isinstance(v, list):
+        return all(_valid_unicode(x) for x in v)
+    return True
+
+
+def _replace_surrogates(text: str) -> str:
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+
+
+def _valid_label(rec: dict) -> str:
+    """``record_label``, unless the op or kind itself is not valid Unicode (metrics keys)."""
+    label = record_label(rec)
+    return label if _valid_unicode(label) else UNREADABLE
+
+
 def parse_line(raw: bytes) -> dict:
     """Decode one line (without its newline) into a JSON object, or raise Invalid (with the
     line's ``label`` when it is JSON but for a bad byte or a bare constant)."""
@@ -284,19 +317,24 @@ class Gate:
     def admit(self, rec: Any, seq: int | None = None, raw: bytes | str | None = None) -> Event | Rejection:
         """One parsed record at stream position ``seq`` (default: one after the last)."""
         seq = self._seq + 1 if seq is None else seq
+        label = None
         try:
             if not isinstance(rec, dict):
                 raise Invalid(f"not an object: got a JSON {_json_type(rec)}")
+            # UTF-8 bytes decode to valid Unicode; only a \u escape can make a lone surrogate
+            if (not isinstance(raw, bytes) or b"\\u" in raw) and not _valid_unicode(rec):
+                label = _valid_label(rec)
+                raise Invalid(INVALID_UNICODE)
             ev = validate_record(rec, seq, self.window, self.space)
             self._check_state(ev)
         except Invalid as exc:
             if raw is None:
-                text = json.dumps(rec, default=str)
+                text = json.dumps(rec, default=str)  # escapes a lone surrogate: writable
             elif isinstance(raw, bytes):
                 text = raw.decode("utf-8", "replace")
             else:
-                text = raw
-            return Rejection(seq, str(exc), text, record_label(rec))
+                text = raw if _valid_unicode(raw) else _replace_surrogates(raw)
+            return Rejection(seq, str(exc), text, record_label(rec) if label is None else label)
         self._accept(ev)
         self._seq = seq
         return ev

@@ -1,0 +1,105 @@
+"""Issue 18, class 2: text at the edges (SPEC section 6, "Text").
+
+A lone surrogate (``"\\ud800"``, a legal JSON escape) anywhere in an event rejects that
+event with ``invalid unicode``, in the fast path and the validator alike, and the run goes
+on (before: the run aborted when the output was written, every later event lost). A UTF-8
+byte-order mark at the very start of the input is ignored (before: the first event was
+rejected as not JSON).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from skpubsub.cli import main
+from skpubsub.io.events import Rejection
+from skpubsub.io.lines import BOM, read_lines
+from skpubsub.io.validate import Gate
+
+SUB = rb'{"op":"sub","id":"s","t":0,"kind":"knn","x":0,"y":0,"k":3,"keywords":["a"]}'
+LONE = [  # the escape in every place a string can sit
+    rb'{"op":"pub","id":"\ud800","t":1,"x":1,"y":1,"keywords":["a"]}',
+    rb'{"op":"pub","id":"o","t":1,"x":1,"y":1,"keywords":["a","\udfff"]}',
+    rb'{"op":"pub","id":"o","t":1,"x":1,"y":1,"text":"caf\ud83d"}',
+    rb'{"op":"pub","id":"o","t":1,"x":1,"y":1,"keywords":["a"],"note":"\ud800x"}',
+    rb'{"op":"pub","id":"o","t":1,"x":1,"y":1,"keywords":["a"],"\udc00":1}',
+    rb'{"op":"sub","id":"\udbff","t":1,"kind":"range","rect":[0,0,1,1],"keywords":["a"]}',
+    rb'{"op":"sub","id":"q","t":1,"kind":"topk","x":0,"y":0,"k":1,"alpha":0.5,"keywords":["a"],"weights":{"\ud800":2}}',
+    rb'{"op":"\ud800","id":"q","t":1}',
+    rb'{"op":"sub","id":"q","t":1,"kind":"\ud800","keywords":["a"]}',
+    rb'{"op":"unsub","id":"\ud800","t":1}',
+]
+
+
+@pytest.mark.parametrize("raw", LONE)
+def test_lone_surrogate_is_invalid_unicode(raw: bytes) -> None:
+    gate = Gate("time:10")
+    assert not isinstance(gate.admit_line(SUB, 1), Rejection)
+    got = gate.admit_line(raw, 2)
+    assert isinstance(got, Rejection) and got.error == "invalid unicode", got
+    json.dumps({"raw": got.raw, "label": got.label}, ensure_ascii=False).encode("utf-8")  # writable
+    # the same record handed over parsed (the service, the tests): the same reason
+    got2 = Gate("time:10").admit(json.loads(raw), 2)
+    assert isinstance(got2, Rejection) and got2.error == "invalid unicode"
+    json.dumps({"raw": got2.raw, "label": got2.label}, ensure_ascii=False).encode("utf-8")
+
+
+def test_surrogate_pairs_and_escaped_backslashes_stay_valid() -> None:
+    gate = Gate()
+    ev = gate.admit_line(rb'{"op":"pub","id":"\ud83d\ude00","t":1,"x":1,"y":1,"keywords":["\\ud800"]}', 1)
+    assert not isinstance(ev, Rejection) and ev.id == "\U0001F600" and ev.keywords == ("\\ud800",)
+
+
+def _run(tmp: Path, name: str, data: bytes, *flags: str) -> dict:
+    src = tmp / f"{name}.jsonl"
+    src.write_bytes(data)
+    out = tmp / f"out-{name}"
+    assert main(["run", str(src), "--out", str(out), *flags]) == 0
+    files = {p.name: p.read_bytes() for p in out.iterdir() if p.name != "metrics.json"}
+    for b in files.values():
+        b.decode("utf-8")  # every output is valid UTF-8
+    return files
+
+
+def test_run_goes_on_past_a_lone_surrogate(tmp_path: Path) -> None:
+    """Every engine path: the bad lines rejected with their reason, the valid ones exactly
+    as in a run without them (before: UnicodeEncodeError when the output was written)."""
+    pubs = [rb'{"op":"pub","id":"o%d","t":%d,"x":%d,"y":1,"keywords":["a"]}' % (i, i + 2, i) for i in range(5)]
+    good = [SUB, pubs[0], pubs[1], pubs[2], pubs[3], pubs[4]]
+    bad = [SUB, pubs[0], LONE[0], pubs[1], LONE[1], pubs[2], LONE[3], pubs[3], LONE[9], pubs[4]]
+    for flags in ((), ("--index", "reference")):  # the Gate before every runtime judges them
+        a = _run(tmp_path, "good", b"\n".join(good) + b"\n", "--window", "count:3", *flags)
+        b = _run(tmp_path, "bad", b"\n".join(bad) + b"\n", "--window", "count:3", *flags)
+        assert a["results.jsonl"] == b["results.jsonl"]
+        strip = [json.loads(x) for x in a["notifications.jsonl"].splitlines()]
+        assert strip == [json.loads(x) for x in b["notifications.jsonl"].splitlines()]
+        rej = [json.loads(x) for x in b["rejected.jsonl"].splitlines()]
+        assert [(r["line"], r["error"]) for r in rej] == [(n, "invalid unicode") for n in (3, 5, 7, 9)]
+
+
+def test_bom_at_the_start_is_ignored(tmp_path: Path) -> None:
+    lines = [SUB, rb'{"op":"pub","id":"o","t":1,"x":1,"y":1,"keywords":["a"]}']
+    plain = _run(tmp_path, "plain", b"\n".join(lines) + b"\n")
+    marked = _run(tmp_path, "bom", BOM + b"\n".join(lines) + b"\n")
+    assert marked == plain and b'"s"' in marked["results.jsonl"] and marked["rejected.jsonl"] == b""
+    # only at the very start: a mark on a later line is that line's business (not JSON)
+    late = _run(tmp_path, "late", lines[0] + b"\n" + BOM + lines[1] + b"\n")
+    assert json.loads(late["rejected.jsonl"])["line"] == 2
+
+
+def test_read_lines_bom_keeps_the_limits() -> None:
+    def lines(data: bytes, limit: int, start: int = 0) -> list:
+        f = io.BytesIO(data)
+        f.seek(start)
+        return list(read_lines(f, limit))
+
+    assert lines(BOM, 10) == [] and lines(BOM + b"\n", 10) == [(1, b"")]
+    assert lines(BOM + b"x" * 10 + b"\nab", 10) == [(1, b"x" * 10), (2, b"ab")]  # exactly the limit
+    assert lines(BOM + b"x" * 11 + b"\nab", 10) == [(1, None), (2, b"ab")]  # one over
+    assert lines(BOM + b"x" * 10, 10) == [(1, b"x" * 10)]  # no newline at the end
+    assert lines(BOM + b"x" * 11, 10) == [(1, None)]
+    assert lines(b"ab\n" + BOM + b"cd\n", 10, start=3) == [(1, BOM + b"cd")]  # read from mid-file: kept

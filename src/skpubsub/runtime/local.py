@@ -29,11 +29,25 @@ def _export(engine, ids: list) -> dict:
     return held
 
 
+def _query(engine, ids: list) -> dict:
+    """(result ids, result object seqs) of the kNN/top-k subscriptions among ``ids`` held here
+    (a live service reads one subscription's result, and a snapshot needs the seqs)."""
+    out = {}
+    for sid in ids:
+        s = engine.subs.slot_of.get(sid)
+        if s is not None and engine.results(sid) is not None:
+            out[sid] = (engine.results(sid), engine.objs.cols.seq[engine.subs.result(s)].tolist())
+    return out
+
+
 def _worker_main(conn, window: Window, space: Space, index: str, params: dict) -> None:
     """A worker process: one engine, driven over a pipe."""
     engine = make_engine(index, window, space, external_expiry=True, **params)
     while True:
-        msg = conn.recv()
+        try:
+            msg = conn.recv()
+        except EOFError:  # the parent is gone (killed): nothing to answer
+            return
         if msg[0] == "batch":
             t0 = time.process_time()
             out = engine.apply_routed(msg[1])
@@ -42,6 +56,8 @@ def _worker_main(conn, window: Window, space: Space, index: str, params: dict) -
             conn.send(_export(engine, msg[1]))
         elif msg[0] == "results":
             conn.send(engine.all_results())
+        elif msg[0] == "query":
+            conn.send(_query(engine, msg[1]))
         elif msg[0] == "stats":
             conn.send(dict(engine.stats))
         else:
@@ -65,6 +81,8 @@ class _InProcess:
             self._reply = _export(self.engine, msg[1])
         elif msg[0] == "results":
             self._reply = self.engine.all_results()
+        elif msg[0] == "query":
+            self._reply = _query(self.engine, msg[1])
         elif msg[0] == "stats":
             self._reply = dict(self.engine.stats)
 
@@ -211,6 +229,21 @@ class LocalCluster:
                 if seq is not None:
                     seen.setdefault(sid, (seq, ids))
         return [(sid, ids) for sid, (seq, ids) in sorted(seen.items(), key=lambda kv: kv[1][0])]
+
+    def query(self, ids: Sequence[Any]) -> dict[Any, tuple[list[Any], list[int]]]:
+        """Active kNN/top-k subscription id -> (result ids, their object seqs), from the
+        worker(s) the dispatcher placed each on (a worker may still hold an older life of
+        the id that ended by ``expires``; the placed one is the current life)."""
+        d, by_worker = self.dispatcher, [[] for _ in range(self.m)]
+        for sid in ids:
+            if sid in d.where:
+                by_worker[d.where[sid][0]].append(sid)
+        out: dict = {}
+        for wk, lst in enumerate(by_worker):
+            if lst:
+                self._conns[wk].send(("query", lst))
+                out.update(self._conns[wk].recv())
+        return out
 
     def worker_stats(self) -> list[dict]:
         for c in self._conns:

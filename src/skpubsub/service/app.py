@@ -31,7 +31,7 @@ from starlette.routing import Route
 from ..io.validate import MAX_LINE, Invalid, parse_line
 from . import auth
 from ..io.events import Pub
-from .core import Core, Outcome, Reg, feed_item
+from .core import Core, Outcome, Reg, feed_item, results_of
 from .metrics import Metrics
 from .streams import FeedStream, SSEStream
 
@@ -449,11 +449,13 @@ class Service:
         self.require_admin(request)
         core = self.core
         subs = []
-        for reg in sorted(core.regs.values(), key=lambda r: r.seq)[-5000:]:
+        shown = sorted(core.regs.values(), key=lambda r: r.seq)[-5000:]
+        res = results_of(core.engine, [reg.id for reg in shown if reg.kind != "range"])
+        for reg in shown:
             d = {k: v for k, v in reg.record.items() if k != "_svc"}
             d["seq"] = reg.seq
             if reg.kind != "range":
-                d["results"] = core.engine.results(reg.id)
+                d["results"] = res.get(reg.id)
             subs.append(d)
         objs = [feed_item(it) for _, it in self.feed if it[0] == "e" and isinstance(it[1], Pub)][-500:]
         return _json({"seq": core.seq, "feed": self.feed_next - 1, "window": str(core.window),

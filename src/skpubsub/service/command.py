@@ -47,8 +47,9 @@ def add_arguments(p: argparse.ArgumentParser, env: Callable[[str, str | None], s
     p.add_argument("--streams-per-token", type=int, default=4, help="open SSE streams per subscription")
     p.add_argument("--write-timeout", type=float, default=10.0,
                    help="seconds a client may take to read one SSE chunk before it is dropped")
-    p.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
-    p.add_argument("--partitioner", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--workers", type=int, default=1,
+                   help="M > 1: M worker engines in processes behind a dispatcher (the local runtime of run)")
+    p.add_argument("--partitioner", default=None, help="how --workers places subscriptions (default hash)")
     p.add_argument("--profile", default=None, metavar="FILE",
                    help="profile the server (cProfile, the event loop's thread) and write the stats to FILE at exit")
     p.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
@@ -79,9 +80,8 @@ def serve(a: argparse.Namespace) -> int:
     for module, name in (("starlette", "Starlette"), ("uvicorn", "uvicorn"), ("prometheus_client", "prometheus_client")):
         if importlib.util.find_spec(module) is None:
             raise ValueError(f"serve needs {name}: pip install 'skpubsub[service]'")
-    if a.workers != 1 or a.partitioner is not None:
-        raise ValueError("serve runs one engine for now: --workers/--partitioner are not supported yet")
-    for flag, v in (("--keep", a.keep), ("--max-events", a.max_events), ("--max-batch", a.max_batch),
+    for flag, v in (("--workers", a.workers), ("--keep", a.keep), ("--max-events", a.max_events),
+                    ("--max-batch", a.max_batch),
                     ("--snapshot-every", a.snapshot_every), ("--max-streams", a.max_streams),
                     ("--streams-per-token", a.streams_per_token)):
         if v < 1:
@@ -92,6 +92,13 @@ def serve(a: argparse.Namespace) -> int:
         from ..index.registry import unknown_index
 
         raise ValueError(unknown_index(a.index))
+    if a.workers > 1 or a.partitioner is not None:  # as run: a partitioner means the local runtime
+        from ..partition.registry import PLANNERS
+
+        if a.partitioner is not None and a.partitioner not in PLANNERS:
+            raise ValueError(f"unknown partitioner {a.partitioner!r}; known: {', '.join(PLANNERS)}")
+        if a.index == "reference":
+            raise ValueError("--workers needs an index with external expiry (not 'reference')")
     import asyncio
 
     import uvicorn
@@ -104,7 +111,8 @@ def serve(a: argparse.Namespace) -> int:
     core = Core(Path(a.data), a.window, a.space, index=a.index, index_params=params, fsync=a.fsync,
                 fsync_interval=a.fsync_interval, keep=a.keep, snapshot_every=a.snapshot_every,
                 snapshot_seconds=a.snapshot_seconds, keep_ended=a.keep_ended, ended_seconds=a.ended_seconds,
-                ended_lines=a.ended_notifications)
+                ended_lines=a.ended_notifications, workers=a.workers,
+                partitioner=a.partitioner)
     try:
         core.open()
     except (Damaged, OSError) as exc:

@@ -125,6 +125,15 @@ class Outcome:
     apply_seconds: float = 0.0
 
 
+def results_of(engine: Any, ids: list) -> dict:
+    """id -> result ids of the active kNN/top-k subscriptions among ``ids`` (one message per
+    worker under ``--workers``)."""
+    query = getattr(engine, "query", None)
+    if query is not None:
+        return {sid: r for sid, (r, _) in query(list(ids)).items()}
+    return {sid: r for sid in ids if (r := engine.results(sid)) is not None}
+
+
 def result_seqs(engine: Any, sub_id: Any) -> list[int]:
     """Stream positions of the objects in a kNN/top-k subscription's result.
 
@@ -181,12 +190,19 @@ class Core:
                  index: str = DEFAULT_INDEX, index_params: dict | None = None, fsync: str = "batch",
                  fsync_interval: float = 0.05, keep: int = KEEP, snapshot_every: int = 100_000,
                  snapshot_seconds: float = 60.0, feed: bool = True, keep_ended: int = 10_000,
-                 ended_seconds: float = 3600.0, ended_lines: int = 1_000_000) -> None:
+                 ended_seconds: float = 3600.0, ended_lines: int = 1_000_000, workers: int = 1,
+                 partitioner: str | None = None, processes: bool = True) -> None:
         self.data = Path(data)
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
         self.index = index
         self.index_params = dict(index_params or {})
+        self.workers = workers
+        # the local multi-worker runtime (service/cluster.py) as run takes it: M > 1 or a partitioner
+        self.multi = workers > 1 or partitioner is not None
+        self.partitioner = partitioner or "hash"
+        self.processes = processes
+        self.engine: Any = None
         self.keep = keep
         self.snapshot_every = snapshot_every
         self.snapshot_seconds = snapshot_seconds
@@ -203,7 +219,15 @@ class Core:
 
     def _fresh(self) -> None:
         self.gate = Gate(self.window, self.space)
-        self.engine = make_engine(self.index, self.window, self.space, **self.index_params)
+        if self.engine is not None and hasattr(self.engine, "close"):
+            self.engine.close()  # a restore that failed: its workers go
+        if self.multi:
+            from .cluster import ClusterEngine
+
+            self.engine = ClusterEngine(self.window, self.space, self.index, self.workers, self.partitioner,
+                                        self.processes, **self.index_params)
+        else:
+            self.engine = make_engine(self.index, self.window, self.space, **self.index_params)
         self.seq = 0  # the last accepted event's stream position
         self.regs: dict[Any, Reg] = {}  # live registrations by subscription id
         self.ended: dict[int, Reg] = {}  # ended registrations still readable, by seq, oldest end first
@@ -247,6 +271,8 @@ class Core:
                 evs.append(ev)
         for lo in range(0, len(evs), 7):  # a batch of several, then the rest: both paths of the driver
             note_lines(_columnar(engine, evs[lo:lo + 7])[0])
+        if self.multi and self.engine.cluster is None:  # the workers started before the first request
+            self.engine.start([])
         return time.perf_counter() - t0
 
     # -- files -----------------------------------------------------------------------------
@@ -575,9 +601,13 @@ class Core:
         subs = sorted(self.regs.values(), key=lambda r: r.seq)
         if not self.window.retains:  # keep only the objects a result holds
             need = set()
-            for reg in subs:
-                if reg.kind != RANGE:
-                    need.update(result_seqs(self.engine, reg.id))
+            ids = [reg.id for reg in subs if reg.kind != RANGE]
+            if hasattr(self.engine, "query"):
+                for _, seqs in self.engine.query(ids).values():
+                    need.update(seqs)
+            else:
+                for sid in ids:
+                    need.update(result_seqs(self.engine, sid))
             missing = need - self.objects.keys()
             if missing:
                 raise AssertionError(f"result objects without a record: {sorted(missing)[:5]}")
@@ -611,4 +641,6 @@ class Core:
 
     def close(self) -> None:
         self.wal.close()
+        if hasattr(self.engine, "close"):
+            self.engine.close()
 

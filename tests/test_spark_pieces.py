@@ -2,22 +2,22 @@
 
 The same code runs inside the streaming query (``tests/test_spark.py``); here it is
 driven by hand over many seeded streams, micro-batch sizes and planners, with every
-piece pickled and restored between batches (a cache miss, a restart).
+piece restored between batches as production restores it (a cache miss, a restart):
+the workers from their data snapshots, the sequencer by re-feeding the input, the
+payloads decoded from their JSON. Nothing is pickled.
 """
 
 from __future__ import annotations
 
 import json
-import pickle
-
 import pandas as pd
 import pytest
-from pyspark import cloudpickle
 
 from skpubsub.core.config import Window
 from skpubsub.io.events import Rejection
 from skpubsub.io.validate import Gate
 from skpubsub.partition.registry import PLANNERS
+from skpubsub.spark.codec import decode_driver, decode_items
 from skpubsub.spark.sequencer import DRIVER, Sequencer
 from skpubsub.spark.sink import merge
 from skpubsub.spark.worker import COLUMNS, WorkerState, driver_rows
@@ -54,17 +54,20 @@ def simulate(stream, workers: int, partitioner: str, batch: int, index: str = "d
     lines = _lines(stream)
     got = {"notifications": [], "results": None, "rejected": []}
     for i in range(0, max(len(lines), 1), batch):
-        if restore:
-            seqr = cloudpickle.loads(cloudpickle.dumps(seqr))
-            states = {w: pickle.loads(pickle.dumps(s)) for w, s in states.items()}
+        if restore:  # as the source and the processor do after a restart or a cache miss
+            seqr = Sequencer(window, space, workers, partitioner, init_objects=init_objects)
+            seqr.feed(lines[:i])
+            states = {w: WorkerState.restore(s.snapshot(), w, window, space, index, {}) for w, s in states.items()}
         rows = seqr.feed(lines[i:i + batch], end=i + batch >= len(lines))
         out = []
         by_worker: dict[int, list] = {}
         for wk, part, payload in rows:
             by_worker.setdefault(wk, []).append((part, payload))
         for wk, parts in by_worker.items():
-            items = [it for _, p in sorted(parts) for it in pickle.loads(p)]
-            out += driver_rows(items) if wk == DRIVER else states[wk].apply(items)
+            if wk == DRIVER:
+                out += driver_rows([e for _, p in sorted(parts) for e in decode_driver(p)])
+            else:
+                out += states[wk].apply([it for _, p in sorted(parts) for it in decode_items(p, window, space)])
         m = merge(pd.DataFrame(out, columns=COLUMNS))
         got["notifications"] += m["notifications"]
         got["rejected"] += [json.loads(x)["line"] for x in m["rejected"]]

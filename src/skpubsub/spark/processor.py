@@ -5,9 +5,14 @@ State per worker (RocksDB state store, checkpointed with the query):
 * ``meta``  (token, version, logged, snap_version): a random token naming this
   state's lineage, a version bumped by every micro-batch, the number of log
   entries, and the version the snapshot was taken at;
-* ``snap``  the pickled :class:`WorkerState` in chunks (absent until the first
-  compaction: then the state is a fresh engine);
-* ``log``   (version, payload): the routed rows applied since the snapshot.
+* ``snap``  the :class:`WorkerState` snapshot (data: framed JSON, see
+  :mod:`skpubsub.engine.snapshot`) in chunks (absent until the first compaction: then
+  the state is a fresh engine);
+* ``log``   (version, payload): the routed rows (JSON, :mod:`.codec`) applied since the
+  snapshot.
+
+Nothing read back is unpickled (SPEC section 7): payloads and snapshots are validated as
+they are decoded, and a damaged one fails the batch with the reason.
 
 A batch makes three coarse state calls (read meta, append the batch's payloads,
 write meta), plus a snapshot every ``snapshot_every`` log entries. The live
@@ -22,7 +27,6 @@ the engine is mutated: a failed attempt never leaves a half-applied engine.
 
 from __future__ import annotations
 
-import pickle
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,6 +37,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from ..core.config import Space, Window
+from .codec import decode_driver, decode_items
 from .sequencer import DRIVER
 from .worker import COLUMNS, WorkerState, driver_rows
 
@@ -63,6 +68,9 @@ class WorkerProcessor(StatefulProcessor):
     def _fresh(self, worker: int) -> WorkerState:
         return WorkerState(worker, Window.parse(self.window), Space.parse(self.space), self.index, self.params)
 
+    def _items(self, payload: bytes) -> list:
+        return decode_items(payload, Window.parse(self.window), Space.parse(self.space))
+
     def _load(self, worker: int) -> tuple[tuple, WorkerState, str]:
         """(meta, engine at meta's version, how it was found: hit, catch-up, rebuild or new)."""
         m = self.meta.get()
@@ -78,12 +86,13 @@ class WorkerProcessor(StatefulProcessor):
         else:
             since, how = snap_version, "rebuild"
             if self.snap.exists():
-                ws = pickle.loads(b"".join(bytes(c[0]) for c in self.snap.get()))
+                ws = WorkerState.restore(b"".join(bytes(c[0]) for c in self.snap.get()), worker,
+                                         Window.parse(self.window), Space.parse(self.space), self.index, self.params)
             else:
                 ws = self._fresh(worker)
         for v, payload in self.log.get():  # replay what this copy has not seen
             if v >= since:
-                ws.apply(pickle.loads(bytes(payload)))
+                ws.apply(self._items(bytes(payload)))
         return meta, ws, how
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
@@ -91,17 +100,17 @@ class WorkerProcessor(StatefulProcessor):
         pdf = pd.concat(list(rows), ignore_index=True).sort_values("part", kind="stable")
         payloads = [bytes(p) for p in pdf["payload"]]
         if worker == DRIVER:
-            out = [r for p in payloads for r in driver_rows(pickle.loads(p))]
+            out = [r for p in payloads for r in driver_rows(decode_driver(p))]
             yield pd.DataFrame(out, columns=COLUMNS)
             return
         t0 = time.perf_counter()
         (token, version, logged, snap_version), ws, how = self._load(worker)
         t1 = time.perf_counter()
-        items = [it for p in payloads for it in pickle.loads(p)]
+        items = [it for p in payloads for it in self._items(p)]
         out = ws.apply(items)
         t2 = time.perf_counter()
         if logged + len(payloads) > self.snapshot_every:  # compact: snapshot, empty log
-            blob = pickle.dumps(ws, protocol=5)
+            blob = ws.snapshot()
             self.snap.put([(blob[i:i + SNAP_CHUNK],) for i in range(0, len(blob), SNAP_CHUNK)])
             self.log.clear()
             logged, snap_version, snap_bytes = 0, version + 1, len(blob)

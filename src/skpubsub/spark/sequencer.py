@@ -5,20 +5,20 @@ where each subscription lives, backfills) depend on every earlier event, so they
 run in stream order in one place: the streaming source (``spark/source.py``) feeds
 each micro-batch's lines through a :class:`Sequencer`, which turns them into
 per-worker rows. Everything after it (the worker engines, the sink) is
-partitioned by worker. The sequencer pickles whole (``cloudpickle``: planners
-keep closures), so a replayed micro-batch starts from the exact state it had.
+partitioned by worker. Its state is never saved: a replayed micro-batch re-feeds the
+input up to its start (``spark/source.py``).
 
-Row layout (one row per worker per chunk of at most ``CHUNK`` items)::
+Row layout (one row per worker per chunk of at most ``CHUNK`` items), payloads as data
+(:mod:`.codec`: JSON of the events' SPEC records, validated again when read)::
 
-    (worker, part, payload)   payload = pickle([(seq, (event | Tick | Backfill, leave)), ...])
-    (-1, part, payload)       payload = pickle([("rejected" | "meta", ...), ...])  driver rows
+    (worker, part, payload)   payload = encode_items([(seq, (event | Tick | Backfill, leave)), ...])
+    (-1, part, payload)       payload = encode_driver([("rejected" | "meta", ...), ...])  driver rows
 
 ``part`` numbers the rows of one micro-batch so a worker applies them in order.
 """
 
 from __future__ import annotations
 
-import pickle
 from collections import Counter
 from typing import Any
 
@@ -30,10 +30,10 @@ from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
 from ..runtime.runner import active_subs
 from ..runtime.dispatcher import Dispatcher
+from .codec import END, encode_driver, encode_items
 
 CHUNK = 4096  # routed items per row: rows stay small, calls stay coarse
 DRIVER = -1  # the pseudo-worker carrying rejections and run metadata to the sink
-END = "end"  # an item asking a worker for its final results
 
 
 class Sequencer:
@@ -95,9 +95,9 @@ class Sequencer:
         for wk in sorted(per):
             items = per[wk]
             for i in range(0, len(items), CHUNK):
-                rows.append((wk, len(rows), pickle.dumps(items[i:i + CHUNK], protocol=5)))
+                rows.append((wk, len(rows), encode_items(items[i:i + CHUNK])))
         if driver:
-            rows.append((DRIVER, len(rows), pickle.dumps(driver, protocol=5)))
+            rows.append((DRIVER, len(rows), encode_driver(driver)))
         return rows
 
     def _route(self, events: list, per: dict[int, list]) -> None:

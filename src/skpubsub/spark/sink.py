@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from .codec import unpack_notes
 
 BATCH_DIR = "batches"
 
@@ -45,9 +46,10 @@ def merge(pdf: pd.DataFrame) -> dict[str, Any]:
     out: dict[str, Any] = {}
     lines: list[str] = []
     parts: list[tuple] = []
-    for text, blob in zip(pdf.loc[pdf["kind"] == "notes", "line"], pdf.loc[pdf["kind"] == "notes", "blob"]):
+    notes = pdf[pdf["kind"] == "notes"]
+    for n, text, blob in zip(notes["seq"], notes["line"], notes["blob"]):
         lines += text.split("\n")
-        parts.append(pickle.loads(blob))
+        parts.append(unpack_notes(bytes(blob), int(n)))
     if parts:
         seq, reg, match = (np.concatenate([p[i] for p in parts]) for i in range(3))
         order = np.lexsort((reg, seq))  # stable: a worker's own order stays

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -34,6 +33,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 
 from ..core.config import Space, Window
 from ..io.lines import read_lines
+from .codec import encode_driver
 from .sequencer import DRIVER, Sequencer
 from .statefile import Refused, read_stats
 
@@ -176,7 +176,7 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._state = (end["line"], seqr)
         timing = {"lines": len(lines), "restore_seconds": round(t1 - t0, 6), "sequence_seconds": round(t2 - t1, 6),
                   "snapshot_seconds": 0.0, "snapshot_bytes": 0}
-        rows.append((DRIVER, len(rows), pickle.dumps([("source", timing)]), ingest))
+        rows.append((DRIVER, len(rows), encode_driver([("source", timing)]), ingest))
         keys = self.config.get("keys")
         if keys:  # worker ids -> grouping keys that put each worker in its own partition
             rows = [(keys[w] if w != DRIVER else keys[-1], p, payload, t) for w, p, payload, t in rows]

@@ -4,12 +4,11 @@ A state file is two lines: a header ``{"format": F, "version": V, "bytes": n, "s
 and a JSON body of ``n`` bytes with that hash. ``read_state`` refuses a file whose format,
 version, size or hash is not what it expects, with the reason; nothing in it is executed.
 The statistics (:class:`~skpubsub.partition.stats.Statistics`) are one such file.
+The framing is :func:`skpubsub.engine.snapshot.frame` (shared with the workers' snapshots).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 from collections import Counter
@@ -19,23 +18,18 @@ from typing import Any
 import numpy as np
 
 from ..core.config import Space
+from ..engine.snapshot import Refused, frame, unframe
 from ..partition.stats import Statistics
 
 STATS_FORMAT = "skpubsub-spark-statistics"
 STATS_VERSION = 1
 
 
-class Refused(ValueError):
-    """A checkpoint file that is damaged, foreign or of another version."""
-
-
 def write_state(path: Path, fmt: str, version: int, body: Any) -> None:
     """Atomically (temporary name, fsync, rename)."""
-    data = json.dumps(body, separators=(",", ":"), allow_nan=False).encode("ascii")  # \u escapes: any str
-    head = {"format": fmt, "version": version, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     with open(tmp, "wb") as f:
-        f.write(json.dumps(head).encode() + b"\n" + data)
+        f.write(frame(fmt, version, body))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -47,21 +41,7 @@ def read_state(path: Path, fmt: str, version: int) -> Any:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise Refused(f"{path}: cannot read ({exc.strerror or exc})") from None
-    first, sep, data = raw.partition(b"\n")
-    try:
-        head = json.loads(first)
-    except ValueError:
-        head = None
-    if not sep or not isinstance(head, dict) or head.get("format") != fmt:
-        raise Refused(f"{path}: not a {fmt} file")
-    if head.get("version") != version:
-        raise Refused(f"{path}: {fmt} version {head.get('version')!r}, this program reads {version}")
-    if head.get("bytes") != len(data) or head.get("sha256") != hashlib.sha256(data).hexdigest():
-        raise Refused(f"{path}: damaged (size or checksum does not match)")
-    try:
-        return json.loads(data)
-    except ValueError:
-        raise Refused(f"{path}: damaged (body is not JSON)") from None
+    return unframe(raw, fmt, version, str(path))[1]
 
 
 def stats_body(st: Statistics) -> dict:

@@ -3,29 +3,33 @@
 :class:`WorkerState` wraps an ``Engine`` with external expiry plus what the sink
 needs to merge workers: each notification carries the registration position
 (``seq`` of the ``sub`` event) of its subscription, so the sink can order one
-event's notifications exactly as a single engine would. It pickles whole: that
-pickle is the snapshot kept in the state store.
+event's notifications exactly as a single engine would. Its snapshot (kept in the
+state store) is data: the live subscriptions and alive objects the engine is a
+function of, as records (:mod:`skpubsub.engine.snapshot`), never a pickle.
 """
 
 from __future__ import annotations
 
-import pickle
 import time
 from typing import Any
-
-import numpy as np
 
 from ..core.config import Space, Window
 from ..runtime.engines import make_engine
 from ..io.encode import json_text
-from ..io.events import Sub, Unsub
+from ..engine import snapshot
+from ..engine.messages import Backfill
+from ..io.events import Pub, Sub, Unsub
 from ..io.notifications import Match, note_line
 from ..io.sinks import rejection_record, result_record
-from .sequencer import DRIVER, END
+from .codec import END, pack_notes
+from .sequencer import DRIVER
+
+FORMAT = "skpubsub-spark-worker"
+VERSION = 1
 
 # Output row: (worker, kind, seq, reg, line, blob). kind is "notes" (all of a batch's
 # notifications of one worker in one row: ``line`` their JSON lines joined by "\n",
-# ``blob`` their (seq, reg, is range match) arrays), "result", "stat", "rejected",
+# ``blob`` their (seq, reg, is range match) columns, ``seq`` their number), "result", "stat", "rejected",
 # "meta" or "source". One row for millions of notifications keeps Arrow's per-row
 # cost out of the way.
 OUTPUT_SCHEMA = "worker int, kind string, seq long, reg long, line string, blob binary"
@@ -37,8 +41,14 @@ class WorkerState:
 
     def __init__(self, worker: int, window: Window, space: Space, index: str, params: dict) -> None:
         self.worker = worker
+        self.config = {"worker": worker, "window": str(window), "space": str(space), "index": index,
+                       "params": params}
         self.engine = make_engine(index, window, space, external_expiry=True, **params)
-        self.reg: dict[Any, int] = {}  # active subscription id -> seq of its sub event
+        self.retains = self.engine.window.retains
+        # What the engine is a function of (its snapshot): subscription id -> its sub event
+        # (ended ones pruned at each snapshot), and the alive objects by seq.
+        self.subs: dict[Any, Sub] = {}
+        self.alive: dict[int, Pub] = {}
         self.cpu_seconds = 0.0
 
     def apply(self, items: list[tuple[int, Any]]) -> list[tuple]:
@@ -56,22 +66,47 @@ class WorkerState:
             if it == END:
                 rows.extend(self._results())
                 continue
-            ev = it[0]
+            ev, leave = it
+            if self.retains:
+                for q in leave:
+                    self.alive.pop(q, None)
+                if isinstance(ev, Pub):
+                    self.alive[ev.seq] = ev
+                elif isinstance(ev, Backfill):
+                    self.alive[ev.pub.seq] = ev.pub
             if isinstance(ev, Sub):
-                self.reg[ev.id] = ev.seq
+                self.subs[ev.id] = ev
             for n in next(outs):
                 lines.append(note_line(n))
                 seqs.append(seq)
-                regs.append(self.reg[n.sub])
+                regs.append(self.subs[n.sub].seq)
                 match.append(isinstance(n, Match))
             if isinstance(ev, Unsub):
-                self.reg.pop(ev.id, None)
-        if lines:
-            blob = pickle.dumps((np.array(seqs, np.int64), np.array(regs, np.int64), np.array(match, bool)),
-                                protocol=5)
-            rows.insert(0, (self.worker, "notes", 0, 0, "".join(lines)[:-1], blob))  # the lines, less the last "\n"
+                self.subs.pop(ev.id, None)
+        if lines:  # the lines, less the last "\n"
+            rows.insert(0, (self.worker, "notes", len(lines), 0, "".join(lines)[:-1], pack_notes(seqs, regs, match)))
         self.cpu_seconds = time.process_time() - t0
         return rows
+
+    def snapshot(self) -> bytes:
+        """The state as data (framed JSON); prunes the subscriptions that ended. O(state)."""
+        slot_of, seq_col = self.engine.subs.slot_of, self.engine.subs.cols.seq
+        self.subs = {i: ev for i, ev in self.subs.items() if slot_of.get(i) is not None
+                     and int(seq_col[slot_of[i]]) == ev.seq}
+        return snapshot.frame(FORMAT, VERSION, snapshot.capture(self.engine, self.subs.values(), self.alive.values()),
+                              **self.config)
+
+    @classmethod
+    def restore(cls, raw: bytes, worker: int, window: Window, space: Space, index: str,
+                params: dict) -> "WorkerState":
+        """A state from :meth:`snapshot`; ``snapshot.Refused`` if damaged or another run's."""
+        ws = cls(worker, window, space, index, params)
+        head, body = snapshot.unframe(raw, FORMAT, VERSION, f"worker {worker} snapshot")
+        if {k: head.get(k) for k in ws.config} != ws.config:
+            raise snapshot.Refused(f"worker {worker} snapshot: written for another configuration")
+        subs, alive = snapshot.restore(ws.engine, body)
+        ws.subs, ws.alive = {s.id: s for s in subs}, alive
+        return ws
 
     def stat_row(self, **extra: Any) -> tuple:
         """The per-batch load record of this worker (after ``apply``)."""
@@ -79,7 +114,7 @@ class WorkerState:
         return (self.worker, "stat", 0, 0, json_text(stat), None)
 
     def _results(self) -> list[tuple]:
-        return [(self.worker, "result", 0, self.reg[sid], json_text(result_record(sid, ids)), None)
+        return [(self.worker, "result", 0, self.subs[sid].seq, json_text(result_record(sid, ids)), None)
                 for sid, ids in self.engine.all_results()]
 
 

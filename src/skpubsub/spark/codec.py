@@ -1,0 +1,102 @@
+"""What travels between the Spark runtime's pieces, as data (SPEC section 7).
+
+Routed rows (sequencer -> worker, also kept in the worker's state log) are JSON lists of
+items, each event as its SPEC record, validated again when read (``event_of``); the
+driver rows (rejections, metadata) are JSON; a worker's notification order columns are
+raw little-endian arrays. Nothing here is ever unpickled: a damaged payload is refused
+(:class:`~skpubsub.engine.snapshot.Refused`) with the reason.
+
+Item layout: ``[seq, "e", event seq, record, leave]`` (an event), ``[seq, "b", ...]`` (a
+Backfill of that object), ``[seq, "t", tick seq, t, leave]`` (a Tick), ``[seq, "x"]`` (END).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from ..core.config import Space, Window
+from ..engine.messages import Backfill, Tick
+from ..engine.snapshot import Refused, dumps, event_of, event_record
+
+END = "end"  # an item asking a worker for its final results
+
+
+def encode_items(items: list[tuple[int, Any]]) -> bytes:
+    out: list = []
+    for seq, it in items:
+        if it == END:
+            out.append([seq, "x"])
+            continue
+        msg, leave = it
+        if isinstance(msg, Tick):
+            out.append([seq, "t", msg.seq, msg.t, list(leave)])
+        elif isinstance(msg, Backfill):
+            out.append([seq, "b", msg.pub.seq, event_record(msg.pub), list(leave)])
+        else:
+            out.append([seq, "e", msg.seq, event_record(msg), list(leave)])
+    return dumps(out)
+
+
+def _ints(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+
+def decode_items(blob: bytes, window: Window, space: Space) -> list[tuple[int, Any]]:
+    try:
+        raw = json.loads(blob)
+    except ValueError:
+        raise Refused("routed payload: not JSON") from None
+    if not isinstance(raw, list):
+        raise Refused("routed payload: not a list")
+    items: list[tuple[int, Any]] = []
+    for e in raw:
+        if not (isinstance(e, list) and len(e) in (2, 5) and isinstance(e[0], int) and not isinstance(e[0], bool)):
+            raise Refused(f"routed payload: malformed item {str(e)[:80]}")
+        if e[1] == "x" and len(e) == 2:
+            items.append((e[0], END))
+            continue
+        if len(e) != 5 or not _ints(e[4]):
+            raise Refused(f"routed payload: malformed item {str(e)[:80]}")
+        tag, q, body, leave = e[1], e[2], e[3], tuple(e[4])
+        if tag == "t":
+            if (isinstance(q, bool) or not isinstance(q, int) or isinstance(body, bool)
+                    or not isinstance(body, (int, float)) or not math.isfinite(body)):
+                raise Refused(f"routed payload: malformed tick {str(e)[:80]}")
+            items.append((e[0], (Tick(q, body), leave)))
+        elif tag in ("e", "b"):
+            ev = event_of(q, body, window, space)
+            items.append((e[0], (ev if tag == "e" else Backfill(ev), leave)))  # type: ignore[arg-type]
+        else:
+            raise Refused(f"routed payload: unknown item {tag!r}")
+    return items
+
+
+def encode_driver(entries: list[tuple]) -> bytes:
+    return dumps([list(e) for e in entries])
+
+
+def decode_driver(blob: bytes) -> list[tuple]:
+    try:
+        raw = json.loads(blob)
+    except ValueError:
+        raise Refused("driver payload: not JSON") from None
+    if not isinstance(raw, list) or not all(isinstance(e, list) and e and isinstance(e[0], str) for e in raw):
+        raise Refused("driver payload: malformed")
+    return [tuple(e) for e in raw]
+
+
+def pack_notes(seqs: list[int], regs: list[int], match: list[bool]) -> bytes:
+    """One batch's notification order columns: n int64 seqs, n int64 regs, n match bytes."""
+    return (np.asarray(seqs, "<i8").tobytes() + np.asarray(regs, "<i8").tobytes()
+            + np.asarray(match, np.bool_).tobytes())
+
+
+def unpack_notes(blob: bytes, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if len(blob) != 17 * n:
+        raise Refused(f"notification columns: {len(blob)} bytes for {n} notifications")
+    return (np.frombuffer(blob, "<i8", n, 0), np.frombuffer(blob, "<i8", n, 8 * n),
+            np.frombuffer(blob, np.bool_, n, 16 * n))

@@ -6,8 +6,10 @@ Flags fall back to ``SKPUBSUB_*`` environment variables (e.g. ``SKPUBSUB_WINDOW`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -86,8 +88,17 @@ def cmd_run(a: argparse.Namespace) -> int:
     _check_run_flags(a)
     from .spark.formats import is_tabular
 
-    if not (Path(a.events).is_file() or (is_tabular(a.events) and Path(a.events).is_dir())):
+    if a.engine == "spark":  # any Hadoop file system URL (file:, hdfs:, s3a:, ...)
+        from .spark.fs import Loc
+
+        ev = Loc(a.events)
+        found = ev.is_file() or (is_tabular(a.events) and ev.is_dir())
+    else:
+        found = Path(a.events).is_file() or (is_tabular(a.events) and Path(a.events).is_dir())
+    if not found:
         raise UsageError(f"no such events file: {a.events}")
+    if a.engine != "spark":
+        _check_out(a.events, a.out)
     if is_tabular(a.events) and a.engine != "spark":
         raise UsageError("CSV and Parquet event files are read by --engine spark; the local engine reads JSONL")
     params = _index_params(a)
@@ -96,7 +107,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
         m = run_spark(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
                       partitioner=a.partitioner, init_objects=a.init_objects, lines_per_batch=a.lines_per_batch,
-                      master=a.master, checkpoint=a.checkpoint, **params)
+                      master=a.master, checkpoint=a.checkpoint, spark_conf=_spark_conf(a), **params)
     else:
         rebalance = None
         if a.rebalance:
@@ -109,6 +120,25 @@ def cmd_run(a: argparse.Namespace) -> int:
                 **params)
     print(_summary(m, a.out))
     return 0
+
+
+def _check_out(events: str, out: str) -> None:
+    """SPEC section 7: ``--out`` is a folder (or not there yet) and the input is none of the
+    outputs (the end of the run would replace it)."""
+    from .io.sinks import OUTPUTS
+
+    d = Path(out)
+    if d.exists() and not d.is_dir():
+        raise UsageError(f"--out {out} is not a folder")
+    src = os.path.realpath(events)
+    for name in OUTPUTS:
+        dst = d / name
+        same = os.path.realpath(dst) == src
+        with contextlib.suppress(OSError):
+            same = same or os.path.samefile(events, dst)  # a hard link, another name
+        if same:
+            raise UsageError(f"the events file {events} is an output of this run ({dst}): "
+                             f"it would be overwritten; choose another --out")
 
 
 def _index_params(a: argparse.Namespace) -> dict:
@@ -143,21 +173,66 @@ def cmd_stream(a: argparse.Namespace) -> int:
             print(f"generated {n} events from {a.dataset} into {a.source}", flush=True)
     if a.source is None:
         raise UsageError("give --source DIR (or an event file), or --generate DATASET")
-    if not Path(a.source).exists():
+    from .spark.fs import Loc
+
+    if not Loc(a.source).exists():
         raise UsageError(f"no such source: {a.source}")
     params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
     m = stream(a.source, a.out, a.checkpoint, window=a.window, space=a.space, index=a.index, workers=a.workers,
                partitioner=a.partitioner, init_objects=a.init_objects, lines_per_batch=a.lines_per_batch,
                master=a.master, lines_per_second=a.lines_per_second, once=a.once, timeout=a.timeout,
-               trigger_seconds=a.trigger_seconds, **params)
+               trigger_seconds=a.trigger_seconds, spark_conf=_spark_conf(a), **params)
     print(_summary(m, a.out))
     return 0
 
 
 def _add_spark_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--master", default=_env("master", None),
-                   help="Spark master URL (default local[*]; e.g. spark://host:7077)")
+                   help="Spark master URL (default local[*]; e.g. spark://host:7077, or `skpubsub cluster start`)")
     p.add_argument("--lines-per-batch", type=int, default=10_000, help="input lines per Spark micro-batch")
+    p.add_argument("--executor-memory", default=None, help="Spark executor memory (e.g. 2g; default Spark's 1g)")
+    p.add_argument("--executor-cores", type=int, default=None, help="cores per Spark executor")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark configuration setting (repeatable)")
+
+
+def _spark_conf(a: argparse.Namespace) -> dict[str, str]:
+    from .spark.session import parse_conf
+
+    return parse_conf(a.conf, a.executor_memory, a.executor_cores)
+
+
+def cmd_cluster(a: argparse.Namespace) -> int:
+    """A Spark standalone master and workers from the pyspark install, on 127.0.0.1."""
+    _need("cluster", "spark")
+    from .spark import cluster
+
+    d = Path(a.dir) if a.dir else None
+    if a.action == "start":
+        st = cluster.start(d, workers=a.workers, cores=a.cores, memory=a.memory, port=a.port)
+        print(f"Spark cluster up: {st['master']} ({a.workers} workers x {a.cores} cores, {a.memory}); "
+              f"use --master {st['master']}; logs in {st['dir']}; `skpubsub cluster stop` ends it")
+    elif a.action == "stop":
+        n = cluster.stop(d)
+        print(f"stopped {n} Spark processes" if n else "no cluster running")
+    else:
+        st = cluster.status(d)
+        if st is None:
+            print("no cluster running")
+            return 1
+        print(f"{st['master']}: {st['aliveworkers']} workers alive, {st['cores']} cores; pids {st['alive']}")
+    return 0
+
+
+def _add_cluster(sp) -> None:
+    c = sp.add_parser("cluster", help="start/stop a Spark standalone cluster on this machine (loopback)")
+    c.add_argument("action", choices=["start", "stop", "status"])
+    c.add_argument("--workers", type=int, default=2, help="worker processes (start)")
+    c.add_argument("--cores", type=int, default=1, help="cores per worker (start)")
+    c.add_argument("--memory", default="1g", help="memory per worker (start)")
+    c.add_argument("--port", type=int, default=0, help="master port (default: a free one)")
+    c.add_argument("--dir", default=None, help="state, logs and work folders (default $TMPDIR/skpubsub-cluster)")
+    c.set_defaults(func=cmd_cluster)
 
 
 def _summary(m: dict, out: str) -> str:
@@ -213,7 +288,7 @@ def cmd_demo(a: argparse.Namespace) -> int:
         for old in (out / "_checkpoint", out / "batches"):  # a demo is always a fresh run
             shutil.rmtree(old, ignore_errors=True)
         m = run_spark(events, out, window=a.window, index=a.index, workers=a.workers, partitioner=a.partitioner,
-                      master=a.master, lines_per_batch=a.lines_per_batch)
+                      master=a.master, lines_per_batch=a.lines_per_batch, spark_conf=_spark_conf(a))
     else:
         m = run(events, out, window=a.window, index=a.index, workers=a.workers,
                 partitioner=a.partitioner if a.workers > 1 else None)
@@ -303,7 +378,7 @@ def cmd_bench_spark(a: argparse.Namespace) -> int:
     if not Path(a.events).is_file():
         raise UsageError(f"no such events file: {a.events}")
     rep = bench_spark(Path(a.events), Path(a.out), a.window, a.space, a.workers, a.partitioner or "hash",
-                      a.index, a.lines_per_batch, a.init_objects, a.master)
+                      a.index, a.lines_per_batch, a.init_objects, a.master, spark_conf=_spark_conf(a))
     print(format_report(rep))
     print(f"wrote {a.out}/spark.json and {a.out}/spark_batches.png")
     return 0 if rep["same_files"] else 1
@@ -509,16 +584,64 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_demo)
     _add_serve(sp)
     _add_loadgen(sp)
+    _add_cluster(sp)
     return p
 
 
+# Flags whose value may start with a minus (``--space -10,-10,10,10`` as SPEC 4 writes it):
+# argparse would read such a value as an option, so it is joined to its flag first.
+NEGATIVE_VALUES = ("--space",)
+
+
+def _join_negative_values(args: list[str]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] in NEGATIVE_VALUES and i + 1 < len(args) and re.match(r"-[0-9.]", args[i + 1]):
+            out.append(f"{args[i]}={args[i + 1]}")
+            i += 2
+            continue
+        if args[i] == "--":
+            out.extend(args[i:])
+            break
+        out.append(args[i])
+        i += 1
+    return out
+
+
+class Signalled(BaseException):
+    """SIGTERM, raised in the main thread so that the run unwinds (SPEC section 7)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Signalled()
+
+
+def _os_error(exc: OSError) -> str:
+    """One line for an error of a file or the operating system (no traceback)."""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    where = [str(f) for f in (exc.filename, exc.filename2) if f is not None]
+    return f"{what}: {' -> '.join(where)}" if where else what
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line. Every error is one line ``skpubsub: error: ...`` and a non-zero exit;
+    SIGINT exits 130, SIGTERM 143, after removing the run's unfinished outputs (SPEC 7)."""
+    import signal
+
+    from .io.sinks import abort_open
+
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:2] == ["bench", "partition"]:  # the planner mode of bench (an events file: ./partition)
         args = ["bench-partition", *args[2:]]
     if args[:2] == ["bench", "spark"]:  # Spark against the local runtime (an events file: ./spark)
         args = ["bench-spark", *args[2:]]
-    a = parser().parse_args(args)
+    a = parser().parse_args(_join_negative_values(args))
+    old_term = None
+    try:
+        old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (an embedding): its own handlers stay
+        pass
     try:
         if hasattr(a, "window"):
             a.window = Window.parse(a.window)
@@ -526,13 +649,40 @@ def main(argv: list[str] | None = None) -> int:
             a.space = Space.parse(a.space)
         return a.func(a)
     except (UsageError, ValueError) as exc:
+        abort_open()
         print(f"skpubsub: {'' if isinstance(exc, MissingExtra) else 'error: '}{exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # an optional package imported deeper than the checks above
+        abort_open()
         if (exc.name or "").split(".")[0] not in OPTIONAL:
             raise
         print(f"skpubsub: {_missing_extra(a.command, exc.name)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        abort_open()
+        print("skpubsub: error: interrupted (SIGINT); outputs left as they were", file=sys.stderr)
+        return 130
+    except Signalled:
+        abort_open()
+        print("skpubsub: error: terminated (SIGTERM); outputs left as they were", file=sys.stderr)
+        return 143
+    except BrokenPipeError:  # stdout closed early (| head): nothing more to say
+        abort_open()
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")
+        return 1
+    except OSError as exc:
+        abort_open()
+        print(f"skpubsub: error: {_os_error(exc)}", file=sys.stderr)
+        return 1
+    except MemoryError:
+        abort_open()
+        print("skpubsub: error: out of memory", file=sys.stderr)
+        return 1
+    finally:
+        if old_term is not None:
+            with contextlib.suppress(ValueError):
+                signal.signal(signal.SIGTERM, old_term)
 
 
 if __name__ == "__main__":

@@ -1,16 +1,38 @@
-"""Output files of ``skpubsub run`` (SPEC section 4), written as JSON Lines."""
+"""Output files of ``skpubsub run`` (SPEC section 4), written as JSON Lines.
+
+SPEC section 7: the outputs appear atomically. Each file is written under a temporary name
+in ``DIR`` (``.NAME.PID.tmp``, created new: never through a symlink or over another file)
+and the four are renamed into place only when the run has ended successfully, with SIGINT
+and SIGTERM held off for those few renames. Until then ``DIR`` keeps the previous complete
+set, or none; a run that fails or is interrupted removes its temporary files (``abort``,
+also for every writer still open: ``abort_open``), and the next run into ``DIR`` removes
+those a killed run left behind. A rename replaces a symlink planted at a final name, it
+does not write through it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import signal
+import threading
+import weakref
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .encode import json_line, json_text
 from .events import Rejection
 from .notifications import Notes, note_lines
 
-__all__ = ["RunWriter", "json_line", "json_text", "rejection_record", "result_record"]
+__all__ = ["OUTPUTS", "RunWriter", "abort_open", "json_line", "json_text", "rejection_record", "result_record"]
+
+# The four files of a run, in the order they are renamed into place (metrics last: a set
+# with its metrics is complete).
+OUTPUTS = ("notifications.jsonl", "rejected.jsonl", "results.jsonl", "metrics.json")
+_TMP = re.compile(r"^\.(?:notifications\.jsonl|rejected\.jsonl|results\.jsonl|metrics\.json)\.(\d+)\.tmp$")
+_OPEN: "weakref.WeakSet[RunWriter]" = weakref.WeakSet()
 
 
 def rejection_record(line: int, error: str, raw: str) -> dict:
@@ -25,29 +47,131 @@ def result_record(sid: Any, ids: list[Any]) -> dict:
 
 class RunWriter:
     """Opens ``notifications.jsonl`` and ``rejected.jsonl`` for streaming writes;
-    ``results.jsonl`` and ``metrics.json`` are written once at the end."""
+    ``results.jsonl`` and ``metrics.json`` are written once at the end; all four under
+    temporary names until ``finish`` (module docstring)."""
 
     def __init__(self, out: Path) -> None:
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
-        self._notes = open(self.out / "notifications.jsonl", "w", encoding="utf-8")
-        self._rejected = open(self.out / "rejected.jsonl", "w", encoding="utf-8")
+        _sweep(self.out)
+        pid = os.getpid()
+        self._tmp = {name: self.out / f".{name}.{pid}.tmp" for name in OUTPUTS}
+        self._files: list = []
+        _OPEN.add(self)
+        try:
+            self._notes = self._create("notifications.jsonl")
+            self._rejected = self._create("rejected.jsonl")
+        except BaseException:
+            self.abort()
+            raise
         self.n_notifications = 0
+
+    def _create(self, name: str):
+        path = self._tmp[name]
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # ours from an earlier writer of this process
+        # O_EXCL | O_NOFOLLOW: a new file, never one a symlink planted here points to
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        f = open(os.open(path, flags, 0o666), "w", encoding="utf-8")
+        self._files.append(f)
+        return f
 
     def notifications(self, notes: Notes) -> None:
         """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``)."""
         lines = note_lines(notes)
         self.n_notifications += len(lines)
-        self._notes.writelines(lines)
+        try:
+            self._notes.writelines(lines)
+        except OSError as exc:
+            raise self._named(exc, "notifications.jsonl") from None
 
     def rejection(self, r: Rejection) -> None:
-        self._rejected.write(json_line(rejection_record(r.line, r.error, r.raw)))
+        try:
+            self._rejected.write(json_line(rejection_record(r.line, r.error, r.raw)))
+        except OSError as exc:
+            raise self._named(exc, "rejected.jsonl") from None
+
+    def _named(self, exc: OSError, name: str) -> OSError:
+        """A write error with the file it was writing (a full disk says only 'No space left')."""
+        if exc.filename is not None or exc.errno is None:
+            return exc
+        return type(exc)(exc.errno, exc.strerror, str(self.out / name))
 
     def finish(self, results: Iterable[tuple[Any, list[Any]]], metrics: dict) -> None:
-        self._notes.close()
-        self._rejected.close()
-        with open(self.out / "results.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(json_line(result_record(sid, ids)) for sid, ids in results)
-        with open(self.out / "metrics.json", "w", encoding="utf-8") as f:
-            json.dump(metrics, f, indent=2)
-            f.write("\n")
+        try:
+            name = "results.jsonl"
+            with self._create(name) as f:
+                f.writelines(json_line(result_record(sid, ids)) for sid, ids in results)
+            name = "metrics.json"
+            with self._create(name) as f:
+                json.dump(metrics, f, indent=2)
+                f.write("\n")
+            for name, f in (("notifications.jsonl", self._notes), ("rejected.jsonl", self._rejected)):
+                f.close()  # flushes: a full disk fails here, before anything is renamed
+        except OSError as exc:
+            self.abort()
+            raise self._named(exc, name) from None
+        except BaseException:
+            self.abort()
+            raise
+        try:
+            with _signals_held():
+                for name in OUTPUTS:
+                    os.replace(self._tmp[name], self.out / name)
+        except BaseException:
+            self.abort()
+            raise
+        _OPEN.discard(self)
+
+    def abort(self) -> None:
+        """Close and remove the temporary files: ``DIR`` keeps what it had. Idempotent."""
+        for f in self._files:
+            with contextlib.suppress(OSError, ValueError):
+                f.close()
+        for path in self._tmp.values():
+            with contextlib.suppress(OSError):
+                path.unlink()
+        _OPEN.discard(self)
+
+
+def abort_open() -> None:
+    """``abort`` every writer not finished (the command line, on an error or a signal)."""
+    for w in list(_OPEN):
+        w.abort()
+
+
+def _sweep(out: Path) -> None:
+    """Remove temporary outputs that runs no longer alive left in ``out`` (SIGKILL)."""
+    try:
+        names = os.listdir(out)
+    except OSError:
+        return
+    for name in names:
+        m = _TMP.match(name)
+        if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))):
+            with contextlib.suppress(OSError):
+                os.unlink(out / name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process: alive
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is done (the main thread's renames)."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

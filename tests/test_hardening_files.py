@@ -1,0 +1,195 @@
+"""Issue 18, class 3: files and the operating system (SPEC section 7).
+
+``run`` never overwrites its input; its outputs appear atomically (temporary names renamed
+at the end: an interrupted or failed run leaves ``DIR`` with the previous complete set, no
+file of two runs side by side); every error of a file or the operating system is one line;
+SIGINT/SIGTERM end a run with one line and exit 130/143; a symlink planted in ``--out`` is
+replaced, never written through; ``--space -10,-10,10,10`` is accepted as written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from skpubsub.cli import main
+OUTPUTS = ("notifications.jsonl", "rejected.jsonl", "results.jsonl", "metrics.json")  # io.sinks.OUTPUTS
+
+SMALL = [
+    b'{"op":"sub","id":"s","t":0,"kind":"knn","x":0,"y":0,"k":2,"keywords":["a"]}',
+    b'{"op":"pub","id":"o1","t":1,"x":1,"y":1,"keywords":["a"]}',
+    b'{"op":"pub","id":"o2","t":2,"x":-2,"y":-2,"keywords":["a"]}',
+    b"not json",
+]
+EXE = str(Path(sys.executable).with_name("skpubsub"))
+
+
+def _events(tmp: Path, name: str = "e.jsonl", lines: list[bytes] = SMALL) -> Path:
+    p = tmp / name
+    p.write_bytes(b"\n".join(lines) + b"\n")
+    return p
+
+
+def _big(tmp: Path, n: int = 400_000) -> Path:
+    """A stream long enough to be interrupted (a few seconds)."""
+    p = tmp / "big.jsonl"
+    with open(p, "w") as f:
+        f.write('{"op":"sub","id":"s","t":0,"kind":"knn","x":0,"y":0,"k":3,"keywords":["a"]}\n')
+        f.write('{"op":"sub","id":"r","t":0,"kind":"range","rect":[-180,-90,180,90],"keywords":["a"]}\n')
+        for i in range(n):
+            f.write(f'{{"op":"pub","id":"o{i}","t":{i},"x":{i % 90},"y":{i % 45},"keywords":["a","k{i % 1000}"]}}\n')
+    return p
+
+
+def _snapshot(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def _previous_run(tmp: Path) -> tuple[Path, dict[str, bytes]]:
+    out = tmp / "out"
+    assert main(["run", str(_events(tmp)), "--out", str(out)]) == 0
+    snap = _snapshot(out)
+    assert sorted(snap) == sorted(OUTPUTS)
+    return out, snap
+
+
+def test_space_with_a_leading_minus_is_accepted(tmp_path: Path) -> None:
+    """Before: argparse read ``-10,-10,10,10`` as an option ("expected one argument")."""
+    out = tmp_path / "o"
+    assert main(["run", str(_events(tmp_path)), "--out", str(out), "--space", "-10,-10,10,10"]) == 0
+    assert json.loads((out / "metrics.json").read_text())["space"] == "-10,-10,10,10"
+    assert main(["run", str(_events(tmp_path)), "--out", str(out), "--space=-10,-10,10,10"]) == 0
+
+
+def test_out_that_is_a_file_or_under_one_is_one_line(tmp_path: Path, capsys) -> None:
+    f = tmp_path / "afile"
+    f.write_text("x")
+    src = _events(tmp_path)
+    assert main(["run", str(src), "--out", str(f)]) == 2
+    assert main(["run", str(src), "--out", str(f / "sub")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(e.startswith("skpubsub: error: ") for e in err), err
+    assert "not a folder" in err[0] and "Not a directory" in err[1]
+    assert f.read_text() == "x"
+
+
+@pytest.mark.parametrize("name", OUTPUTS)
+def test_input_that_is_an_output_is_refused(tmp_path: Path, name: str, capsys) -> None:
+    """Before: an input named results.jsonl (or notifications.jsonl) inside --out was
+    destroyed by the run. By its own name, through a symlink and a hard link."""
+    out = tmp_path / "out"
+    out.mkdir()
+    src = _events(out, name)
+    before = src.read_bytes()
+    other = tmp_path / "link.jsonl"
+    os.link(src, other)
+    for path in (src, other, Path(os.path.relpath(src))):
+        assert main(["run", str(path), "--out", str(out)]) == 2
+    assert src.read_bytes() == before
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 3 and all("is an output of this run" in e for e in err)
+
+
+def test_symlink_in_out_is_replaced_not_followed(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    victims = {}
+    for name in OUTPUTS:
+        v = tmp_path / f"victim-{name}"
+        v.write_text("keep")
+        (out / name).symlink_to(v)
+        victims[name] = v
+    assert main(["run", str(_events(tmp_path)), "--out", str(out)]) == 0
+    for name, v in victims.items():
+        assert v.read_text() == "keep"
+        assert not (out / name).is_symlink()
+    assert b'"s"' in (out / "results.jsonl").read_bytes()
+
+
+def test_failed_run_keeps_the_previous_outputs(tmp_path: Path, monkeypatch, capsys) -> None:
+    """A run that fails (here: an OS error mid-stream, and Ctrl-C) leaves DIR as it was:
+    no new notifications beside old results (before: a partial new notifications.jsonl),
+    no temporary file."""
+    out, snap = _previous_run(tmp_path)
+    from skpubsub.io import sinks
+
+    calls = {"n": 0}
+    real = sinks.RunWriter.notifications
+
+    def failing(self, notes, exc):
+        calls["n"] += 1
+        real(self, notes)
+        raise exc
+
+    for exc, code in ((OSError(28, "No space left on device"), 1), (KeyboardInterrupt(), 130)):
+        monkeypatch.setattr(sinks.RunWriter, "notifications", lambda self, notes, e=exc: failing(self, notes, e))
+        assert main(["run", str(_events(tmp_path, "new.jsonl", SMALL[:2])), "--out", str(out)]) == code
+        assert _snapshot(out) == snap
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2:] == ["skpubsub: error: No space left on device",
+                        "skpubsub: error: interrupted (SIGINT); outputs left as they were"]
+    assert calls["n"] == 2
+
+
+def test_full_disk_is_one_line_and_keeps_the_previous_outputs(tmp_path: Path) -> None:
+    """A file-size limit (EFBIG, as a full disk gives ENOSPC) in a fresh process: one line
+    naming the file, exit 1, DIR unchanged (before: a traceback and a file cut mid-line)."""
+    out, snap = _previous_run(tmp_path)
+    src = _big(tmp_path, 30_000)
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    p = subprocess.run([EXE, "run", str(src), "--out", str(out)], preexec_fn=limit, capture_output=True, text=True)
+    assert p.returncode == 1
+    # (the file named when it is an output; a compiled-kernel cache write can meet the limit first)
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("skpubsub: error: File too large"), p.stderr
+    assert _snapshot(out) == snap
+
+
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_signal_is_one_line_and_keeps_the_previous_outputs(tmp_path: Path, sig: int, code: int, word: str) -> None:
+    """Before: SIGINT printed a 31-line traceback and left a partial notifications.jsonl
+    beside the previous results.jsonl and metrics.json."""
+    out, snap = _previous_run(tmp_path)
+    src = _big(tmp_path)
+    p = subprocess.Popen([EXE, "run", str(src), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    started = [out / f".notifications.jsonl.{p.pid}.tmp", out / "notifications.jsonl"]  # (before: in place)
+
+    def writing() -> bool:
+        sizes = [f.stat().st_size if f.exists() else 0 for f in started]
+        return sizes[0] > 0 or sizes[1] != len(snap["notifications.jsonl"])
+
+    deadline = time.monotonic() + 60
+    while not writing() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == code
+    assert err == f"skpubsub: error: {'interrupted' if sig == signal.SIGINT else 'terminated'} ({word}); " \
+                  "outputs left as they were\n"
+    assert _snapshot(out) == snap
+
+
+def test_temporary_files_of_a_killed_run_are_swept(tmp_path: Path) -> None:
+    out, _ = _previous_run(tmp_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    stale = out / f".notifications.jsonl.{dead}.tmp"
+    stale.write_text("half a li")
+    keep = out / "notes.txt"
+    keep.write_text("mine")
+    assert main(["run", str(_events(tmp_path)), "--out", str(out)]) == 0
+    assert not stale.exists() and keep.exists()
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, "notes.txt"])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import time
@@ -326,8 +327,25 @@ class Service:
             for ev in self.feed_waiters:
                 ev.set()
         if core.snapshot_due() and (self.snapshotting is None or self.snapshotting.done()):
-            seq, body = core.capture()
-            self.snapshotting = asyncio.create_task(self._write_snapshot(seq, body))
+            forked = core.fork_snapshot()  # the body is built and written by a child process
+            if forked is not None:
+                self.snapshotting = asyncio.create_task(self._await_forked(forked))
+            else:
+                seq, body = core.capture()
+                self.snapshotting = asyncio.create_task(self._write_snapshot(seq, body))
+            # What lived until now is mostly the state (registrations, records, kept notifications):
+            # out of the collector's full passes, which scanned all of it (0.2-0.4 s at 100,000
+            # subscriptions, a stall every few seconds under load). O(1); cycles among frozen
+            # objects are never collected: only what was in flight at this moment.
+            gc.freeze()
+
+    async def _await_forked(self, forked) -> None:
+        try:
+            done = await asyncio.to_thread(forked.wait)
+            forked.finish(done)
+            self.metrics.snapshots.inc()
+        except Exception as exc:  # the log still holds everything: a later snapshot will do
+            log.error("snapshot %d failed: %s", forked.seq, exc)
 
     async def _write_snapshot(self, seq: int, body: dict) -> None:
         try:

@@ -26,8 +26,12 @@ come out equal or it is refused (then an older one is tried).
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
+import os
 import secrets
+import signal
 
 import msgspec
 import time
@@ -123,6 +127,49 @@ class Outcome:
     feed_count: int = 0  # feed items made, the ones pushed out of ``feed`` included
     wal_seconds: float = 0.0
     apply_seconds: float = 0.0
+
+
+def _child_setup() -> None:
+    """In a snapshot child: signals as by default (none reaches the parent's event loop
+    through the inherited wakeup fd), and die with the parent (a SIGKILLed server leaves no
+    writer behind to race its restart)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG (Linux)
+    if os.getppid() != parent:  # the parent died before prctl
+        os._exit(1)
+
+
+class ForkedSnapshot:
+    """A snapshot being written by a child process; ``wait()`` (blocking: run it in a
+    thread) reaps it and returns the path, or raises with the child's reason."""
+
+    def __init__(self, core: Core, seq: int, pid: int, fd: int) -> None:
+        self.core, self.seq, self.pid, self.fd = core, seq, pid, fd
+
+    def wait(self) -> tuple[str, set | None]:
+        with os.fdopen(self.fd, "rb") as f:
+            report = f.read()
+        _, status = os.waitpid(self.pid, 0)
+        try:
+            got = msgspec.json.decode(report) if report else {}
+        except msgspec.DecodeError:
+            got = {}
+        if os.waitstatus_to_exitcode(status) != 0 or "path" not in got:
+            raise RuntimeError(got.get("error") or f"snapshot child exited with status {status}")
+        need = got["need"]
+        return got["path"], set(need) if need is not None else None
+
+    def finish(self, path_need: tuple[str, set | None]) -> str:
+        """On the applier's thread, after ``wait``: prune, drop what the snapshot covers."""
+        path, need = path_need
+        self.core._prune(self.seq, need)
+        self.core.snapshot_written()
+        return path
 
 
 def results_of(engine: Any, ids: list) -> dict:
@@ -595,38 +642,111 @@ class Core:
         return (self.seq - self.snap_seq >= self.snapshot_every
                 or time.monotonic() - self.snap_time >= self.snapshot_seconds)
 
-    def capture(self) -> tuple[int, dict]:
-        """The snapshot body of the state now (cheap: references and small copies); the
-        log switches to a new segment so that the snapshot covers whole segments."""
+    def _asked(self) -> dict:
+        """What a snapshot needs from the worker processes (``--workers``), asked before a fork
+        (a forked child must not talk on the parent's pipes)."""
+        if not hasattr(self.engine, "query"):
+            return {}
+        pre: dict = {"results": json.loads(_dumps(self.engine.all_results()))}
+        if not self.window.retains:
+            ids = [reg.id for reg in self.regs.values() if reg.kind != RANGE]
+            pre["need"] = {q for _, seqs in self.engine.query(ids).values() for q in seqs}
+        return pre
+
+    def _body(self, pre: dict) -> tuple[dict, set | None]:
+        """The snapshot body of the state now, and under ``none`` the seqs of the objects
+        some result holds (the only objects a restart needs)."""
         subs = sorted(self.regs.values(), key=lambda r: r.seq)
+        objects = self.objects
+        need = None
         if not self.window.retains:  # keep only the objects a result holds
-            need = set()
-            ids = [reg.id for reg in subs if reg.kind != RANGE]
-            if hasattr(self.engine, "query"):
-                for _, seqs in self.engine.query(ids).values():
-                    need.update(seqs)
-            else:
-                for sid in ids:
-                    need.update(result_seqs(self.engine, sid))
-            missing = need - self.objects.keys()
+            need = pre.get("need")
+            if need is None:
+                need = set()
+                for reg in subs:
+                    if reg.kind != RANGE:
+                        need.update(result_seqs(self.engine, reg.id))
+            missing = need - objects.keys()
             if missing:
                 raise AssertionError(f"result objects without a record: {sorted(missing)[:5]}")
-            self.objects = {q: self.objects[q] for q in sorted(need)}
-        events = sorted([r.record for r in subs] + list(self.objects.values()), key=lambda r: r[SVC]["seq"])
+            objects = {q: objects[q] for q in need}
+        events = sorted([r.record for r in subs] + list(objects.values()), key=lambda r: r[SVC]["seq"])
+        results = pre.get("results")
         body = {"window": str(self.window), "space": str(self.space), "last_t": self.gate.last_t,
-                "events": events, "results": json.loads(_dumps(self.engine.all_results())),
+                "events": events,
+                "results": results if results is not None else json.loads(_dumps(self.engine.all_results())),
                 "regs": [{"seq": r.seq, "next": r.next, "ring": r.kept()} for r in subs],
                 "ended": [{"record": r.record, "next": r.next, "ring": r.kept(), "why": r.ended, "at": r.ended_at}
                           for r in self.ended.values()]}
-        seq = self.seq
+        return body, need
+
+    def _covered(self, seq: int) -> None:
+        """A snapshot of ``seq`` starts: the log switches to a new segment (a snapshot covers
+        whole segments)."""
         self.snap_seq, self.snap_time = seq, time.monotonic()
         self.wal.start(seq + 1)
+
+    def _prune(self, seq: int, need: set | None) -> None:
+        """Under ``none``: forget the object records no result held at ``seq`` (those that
+        came later stay: the next snapshot decides about them)."""
+        if need is not None:
+            self.objects = {q: r for q, r in self.objects.items() if q in need or q > seq}
+
+    def capture(self) -> tuple[int, dict]:
+        """The snapshot body of the state now, on the caller's thread (shutdown, the admin
+        route, tests; the applier forks: ``fork_snapshot``)."""
+        body, need = self._body(self._asked())
+        seq = self.seq
+        self._prune(seq, need)
+        self._covered(seq)
         return seq, body
 
+    def fork_snapshot(self) -> ForkedSnapshot | None:
+        """Start a snapshot of the state now in a forked child: the child holds a frozen
+        copy of the whole state (copy on write) and builds, encodes and writes the body
+        while this process goes on applying events; nothing is copied or encoded here
+        (json.dumps holds the GIL: in a thread it stalled the event loop for seconds at
+        100,000 subscriptions). None where fork is unavailable (the caller writes in a
+        thread). SPEC section 8: snapshots bound the replay; the log holds everything."""
+        if not hasattr(os, "fork"):
+            return None
+        pre = self._asked()
+        seq = self.seq
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return None
+        if pid == 0:  # the child: write, report the objects needed, exit without cleanup
+            code = 1
+            try:
+                os.close(r)
+                _child_setup()
+                body, need = self._body(pre)
+                path = write_snapshot(self.snap_dir, seq, self.run_id, body)
+                with os.fdopen(w, "wb") as f:
+                    f.write(_encode({"path": str(path), "need": sorted(need) if need is not None else None}))
+                code = 0
+            except BaseException as exc:  # noqa: BLE001 (the child exits whatever happens) one line for the parent
+                with contextlib.suppress(Exception):
+                    os.write(w, _encode({"error": f"{type(exc).__name__}: {exc}"}))
+            finally:
+                os._exit(code)
+        os.close(w)
+        self._covered(seq)
+        return ForkedSnapshot(self, seq, pid, r)
+
     def write_snapshot(self, seq: int, body: dict) -> Path:
-        """Write a captured snapshot (may run in a thread); then drop what it covers:
-        log segments before the previous snapshot, and snapshots older than that."""
+        """Write a captured snapshot (may run in a thread); then drop what it covers."""
         path = write_snapshot(self.snap_dir, seq, self.run_id, body)
+        self.snapshot_written()
+        return path
+
+    def snapshot_written(self) -> None:
+        """A snapshot is on disk: drop log segments before the previous snapshot, and
+        snapshots older than that (two are kept: a damaged newest falls back)."""
         snaps = list_snapshots(self.snap_dir)
         if len(snaps) >= 2:
             keep_from = snaps[-2][0]
@@ -634,7 +754,6 @@ class Core:
             for q, p in snaps[:-2]:
                 p.unlink(missing_ok=True)
         self.snapshots_written += 1
-        return path
 
     def snapshot_now(self) -> Path:
         return self.write_snapshot(*self.capture())

@@ -1,5 +1,5 @@
-"""The service's Core without HTTP: snapshots written by a forked child while events go on
-(SPEC section 8)."""
+"""The service's Core without HTTP: snapshots written by a forked child while events go on,
+and the total cap on kept notifications (SPEC section 8)."""
 
 from __future__ import annotations
 
@@ -99,3 +99,102 @@ def test_a_failed_child_is_reported_and_changes_nothing(tmp_path, monkeypatch) -
     assert len(core.objects) == n_objects and not list((tmp_path / "d" / "snapshots").glob("*.json"))
     core.close()
 
+
+def _kept(core: Core) -> dict:
+    regs = list(core.regs.values()) + list(core.ended.values())
+    return {r.seq: [n for n, _ in r.ring or ()] for r in regs if r.ring}
+
+
+def test_the_total_cap_drops_the_oldest_kept_notifications_first(tmp_path) -> None:
+    """--keep-total: across live and ended subscriptions, the oldest kept notifications go
+    first (a model of the rule agrees); a snapshot + log restart keeps the same ones in the
+    same order; a stream resuming before the oldest kept starts there (the app sends ``gap``)."""
+    import random
+    from collections import deque
+
+    keep, cap = 40, 60
+    words = "abcdef"
+
+    def make() -> Core:
+        return Core(tmp_path / "d", "none", index="dkm", fsync="off", keep=keep, keep_total=cap,
+                    snapshot_every=10**9)
+
+    core = make()
+    core.open()
+    rng = random.Random(5)
+    subs = [{"op": "sub", "id": f"s{w}", "t": 0, "kind": "range", "rect": [-180, -90, 180, 90], "keywords": [w]}
+            for w in words]
+    out = core.process([("events", s, None) for s in subs])
+    model: dict[int, deque] = {}
+    order: deque = deque()
+    batches = []
+    for b in range(60):
+        recs = [{"op": "pub", "id": f"o{b}-{i}", "t": 1 + b, "x": rng.uniform(-99, 99), "y": rng.uniform(-60, 60),
+                 "keywords": rng.sample(words, rng.choice([1, 1, 2]))} for i in range(rng.choice([1, 7, 30]))]
+        if b == 20:
+            recs.append({"op": "unsub", "id": "sa", "t": 1 + b})  # ended: still readable, still counted
+        batches.append(recs)
+    snap_after = 35
+    for b, recs in enumerate(batches):
+        out = core.process([("events", dict(r), None) for r in recs])
+        for item in out.feed:  # the model: per subscription the last `keep`, then the oldest out first
+            if item[0] == "n":
+                _, _, reg, n, _ = item
+                model.setdefault(reg, deque(maxlen=keep)).append(n)
+                order.append((reg, n))
+        while sum(len(q) for q in model.values()) > cap:
+            reg, n = order.popleft()
+            if model[reg] and model[reg][0] == n:
+                model[reg].popleft()
+        assert core.kept_total == sum(len(q) for q in model.values()) <= cap
+        assert _kept(core) == {r: list(q) for r, q in model.items() if q}, b
+        if b == snap_after:
+            core.snapshot_now()
+    assert len(core.kept_order) <= 2 * cap + 1024  # stale entries compacted
+    ended = core.ended[next(iter(core.ended))]
+    assert ended.ring is None or len(ended.ring) < ended.next - 1  # the total cap reached the ended one too
+    reg = core.regs["sb"]
+    assert reg.first_kept > 1 and reg.after(0)[0][0] == reg.first_kept  # resuming from a dropped point
+    want = (_kept(core), [r.seq for r in core._live_order()])
+    core.close()
+    again = make()
+    again.open()
+    assert again.restored_from is not None and again.replayed > 0
+    assert (_kept(again), [r.seq for r in again._live_order()]) == want
+    again.close()
+
+
+def test_over_http_a_resume_from_a_dropped_point_says_gap_then_the_kept_ones(tmp_path) -> None:
+    """--keep-total 5 over HTTP: the oldest of all go first; a stream asking from before the
+    oldest kept gets ``event: gap`` (after, first_kept), then exactly the kept ones; one
+    asking from a kept point gets exactly the ones after it, no gap (SPEC section 8)."""
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    from skpubsub.service.client import sub_path
+    from test_service import Server
+
+    srv = Server(tmp_path / "d", "--keep-total", "5").start()
+    try:
+        anon, admin = srv.client(None), srv.client()
+        rect = {"kind": "range", "rect": [0, 0, 1, 1], "keywords": ["cafe"], "t": 1}
+        tok = {i: anon.post("/v1/subscriptions", dict(rect, id=i)).json()["token"] for i in ("a", "b")}
+        obj = {"op": "pub", "x": 0.5, "y": 0.5, "keywords": ["cafe"], "t": 2}
+        assert admin.post("/v1/events", [dict(obj, id=f"o{j}") for j in range(4)]).status == 200  # 8 notifications
+
+        def read(ident, last):
+            out = []
+            for ev in anon.stream(sub_path(ident, "/notifications"), token=tok[ident], last_event_id=last, timeout=1.5):
+                out.append(ev)
+                if ev[1] == "4":
+                    break
+            return out
+
+        a, b = read("a", 0), read("b", 0)
+        # kept: a's 4 and b's 1-4 arrived interleaved (a1 b1 a2 b2 ...): the newest 5 are b2..b4, a3, a4
+        assert a[0][0] == "gap" and json.loads(a[0][2]) == {"after": 0, "first_kept": 3}
+        assert [(e, i) for e, i, _ in a[1:]] == [("message", "3"), ("message", "4")]
+        assert b[0][0] == "gap" and json.loads(b[0][2]) == {"after": 0, "first_kept": 2}
+        assert [i for _, i, _ in b[1:]] == ["2", "3", "4"]
+        assert [(e, i) for e, i, _ in read("b", 2)] == [("message", "3"), ("message", "4")]
+    finally:
+        srv.stop()

@@ -35,6 +35,8 @@ def add_arguments(p: argparse.ArgumentParser, env: Callable[[str, str | None], s
     p.add_argument("--snapshot-every", type=int, default=100_000, help="events between snapshots")
     p.add_argument("--snapshot-seconds", type=float, default=60.0, help="seconds between snapshots")
     p.add_argument("--keep", type=int, default=10_000, help="notifications kept per subscription")
+    p.add_argument("--keep-total", type=int, default=1_000_000,
+                   help="notifications kept in all, every subscription together (oldest dropped first)")
     p.add_argument("--keep-ended", type=int, default=10_000,
                    help="ended subscriptions whose stream stays readable (last notifications, then end)")
     p.add_argument("--ended-seconds", type=float, default=3600.0,
@@ -81,7 +83,7 @@ def serve(a: argparse.Namespace) -> int:
     for module, name in (("starlette", "Starlette"), ("uvicorn", "uvicorn"), ("prometheus_client", "prometheus_client")):
         if importlib.util.find_spec(module) is None:
             raise ValueError(f"serve needs {name}: pip install 'skpubsub[service]'")
-    for flag, v in (("--workers", a.workers), ("--keep", a.keep), ("--max-events", a.max_events),
+    for flag, v in (("--workers", a.workers), ("--keep", a.keep), ("--keep-total", a.keep_total), ("--max-events", a.max_events),
                     ("--max-batch", a.max_batch),
                     ("--snapshot-every", a.snapshot_every), ("--max-streams", a.max_streams),
                     ("--streams-per-token", a.streams_per_token)):
@@ -112,7 +114,7 @@ def serve(a: argparse.Namespace) -> int:
     core = Core(Path(a.data), a.window, a.space, index=a.index, index_params=params, fsync=a.fsync,
                 fsync_interval=a.fsync_interval, keep=a.keep, snapshot_every=a.snapshot_every,
                 snapshot_seconds=a.snapshot_seconds, keep_ended=a.keep_ended, ended_seconds=a.ended_seconds,
-                ended_lines=a.ended_notifications, workers=a.workers,
+                ended_lines=a.ended_notifications, workers=a.workers, keep_total=a.keep_total,
                 partitioner=a.partitioner)
     try:
         core.open()

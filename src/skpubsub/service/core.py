@@ -38,6 +38,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from ..core.clock import WindowClock
@@ -53,6 +54,7 @@ from .wal import SVC, Damaged, WriteAheadLog
 SERVICE_FILE = "service.json"
 FORMAT = "skpubsub-service"
 KEEP = 10_000  # notifications kept per registration (SPEC section 8)
+KEEP_TOTAL = 1_000_000  # notifications kept in all, live and ended registrations together
 ROUTE_OPS = {"objects": "pub", "subscriptions": "sub", "events": None}
 
 
@@ -70,7 +72,7 @@ class Reg:
     """One life of a subscription id: token digest, numbered notifications, end."""
 
     __slots__ = ("id", "seq", "kind", "record", "token", "ring", "keep", "next", "ended", "ended_at", "streams",
-                 "wake")
+                 "wake", "stale")
 
     def __init__(self, record: dict, token: str | None, keep: int) -> None:
         self.id = record["id"]
@@ -85,13 +87,21 @@ class Reg:
         self.ended_at = 0.0  # when (time.time())
         self.streams = 0  # open SSE streams (the app counts them)
         self.wake: set | None = None  # the app's waiting streams (asyncio.Event each)
+        self.stale = 0  # its oldest entries in Core.kept_order that name notifications no longer kept
 
-    def add(self, line: str) -> None:
+    def add(self, line: str) -> int:
+        """Keep a notification; 1 if the ring grew, 0 if its oldest went (``keep`` reached)."""
         ring = self.ring
         if ring is None:
             ring = self.ring = deque(maxlen=self.keep)
+        elif len(ring) == self.keep:
+            ring.append((self.next, line))
+            self.next += 1
+            self.stale += 1
+            return 0
         ring.append((self.next, line))
         self.next += 1
+        return 1
 
     def kept(self) -> list[tuple[int, str]]:
         return list(self.ring) if self.ring else []
@@ -238,7 +248,7 @@ class Core:
                  fsync_interval: float = 0.05, keep: int = KEEP, snapshot_every: int = 100_000,
                  snapshot_seconds: float = 60.0, feed: bool = True, keep_ended: int = 10_000,
                  ended_seconds: float = 3600.0, ended_lines: int = 1_000_000, workers: int = 1,
-                 partitioner: str | None = None, processes: bool = True) -> None:
+                 partitioner: str | None = None, processes: bool = True, keep_total: int = KEEP_TOTAL) -> None:
         self.data = Path(data)
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
@@ -251,6 +261,7 @@ class Core:
         self.processes = processes
         self.engine: Any = None
         self.keep = keep
+        self.keep_total = keep_total  # notifications kept in all (memory bound), oldest out first
         self.snapshot_every = snapshot_every
         self.snapshot_seconds = snapshot_seconds
         self.feed_on = feed
@@ -280,6 +291,11 @@ class Core:
         self.ended: dict[int, Reg] = {}  # ended registrations still readable, by seq, oldest end first
         self.ended_by_id: dict[Any, list[Reg]] = {}
         self.ended_kept = 0  # notifications kept by the ended registrations
+        # Every kept notification's registration, oldest first, across all registrations: the
+        # total cap drops from its front (a registration's own entries are in its ring's order;
+        # ``Reg.stale`` counts its leading entries that name notifications already gone).
+        self.kept_order: deque[Reg] = deque()
+        self.kept_total = 0
         self.sub_clock = WindowClock(self.window)  # when registrations end by ``expires``
         self.obj_clock = WindowClock(self.window)  # when kept object records leave
         self.objects: dict[int, dict] = {}  # seq -> record: objects a restart may need
@@ -396,6 +412,7 @@ class Core:
                 reg.restore(r["next"], r["ring"])
                 reg.ended, reg.ended_at = r["why"], r["at"]
                 self._bury(reg)
+            self._rebuild_order(body.get("order"))
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, Damaged):
                 raise
@@ -539,14 +556,19 @@ class Core:
                 self._keep_object(ev, rec)
             if feed is not None:
                 feed.append(("e", ev))
-        regs, touched = self.regs, out.touched
+        regs, touched, order = self.regs, out.touched, self.kept_order
         lines = note_lines(notes)
+        grew = 0
         for sub, line in zip(subs, lines):
             reg = regs[sub]
-            reg.add(line)
+            grew += reg.add(line)
+            order.append(reg)
             touched.add(reg)
             if feed is not None:
                 feed.append(("n", line, reg.seq, reg.next - 1, reg.kind))
+        self.kept_total += grew
+        if self.kept_total > self.keep_total or len(order) > 2 * self.keep_total + 1024:
+            self.cap_kept()
         out.notifications += len(lines)
         if feed is not None:
             out.feed_count += len(seg) + len(lines)
@@ -571,10 +593,68 @@ class Core:
         touched.add(reg)
         self._bury(reg)
 
+    def cap_kept(self) -> None:
+        """At most ``keep_total`` notifications kept in all: the oldest go first, whichever
+        registration holds them (a stream asked to resume before its oldest kept one gets
+        ``event: gap`` first, SPEC section 8 and NOTES.md); the order's entries of
+        notifications already gone are skipped, and compacted when they pile up."""
+        order = self.kept_order
+        while self.kept_total > self.keep_total:
+            reg = order.popleft()
+            if reg.stale:
+                reg.stale -= 1
+                continue
+            reg.ring.popleft()
+            self.kept_total -= 1
+            if reg.ended is not None:
+                self.ended_kept -= 1
+        if len(order) > 2 * self.keep_total + 1024:
+            stale = {id(r): r for r in order if r.stale}
+            self.kept_order = deque(self._live_order())
+            for reg in stale.values():
+                reg.stale = 0
+
+    def _live_order(self) -> Iterator[Reg]:
+        """The order without its stale entries (each registration's leading ``stale`` ones)."""
+        skip: dict[int, int] = {}
+        for reg in self.kept_order:
+            if reg.stale:
+                n = skip.get(id(reg), reg.stale)
+                if n:
+                    skip[id(reg)] = n - 1
+                    continue
+            yield reg
+
+    def _rebuild_order(self, order: list | None) -> None:
+        """After a restore: the order of the kept notifications as the snapshot recorded it
+        (registration seqs, oldest first; without it, registration by registration)."""
+        by_seq = {r.seq: r for r in self.regs.values()}
+        by_seq.update(self.ended)
+        holders = sorted((r for r in by_seq.values() if r.ring), key=lambda r: r.seq)
+        if order is None:
+            order = [r.seq for r in holders for _ in r.ring]
+        q: deque[Reg] = deque(r for s in order if (r := by_seq.get(s)) is not None and r.ring)
+        counts = Counter(order)
+        for r in holders:
+            c = counts.get(r.seq, 0)
+            r.stale = max(0, c - len(r.ring))  # the ring kept fewer (a smaller --keep now)
+            q.extendleft([r] * (len(r.ring) - c))  # (not expected) entries the order lacks: oldest
+        self.kept_order = q
+        self.kept_total = sum(len(r.ring) for r in holders)
+        self.cap_kept()
+
+    def _release(self, reg: Reg) -> None:
+        """A registration forgotten: its kept notifications go (its order entries are stale)."""
+        n = len(reg.ring or ())
+        reg.stale += n
+        self.kept_total -= n
+        reg.ring = None
+
     def _bury(self, reg: Reg) -> None:
         """Keep an ended registration readable (its last notifications, then ``end``) by its
         token, within the bounds: count, age, notifications kept in all."""
         if self.keep_ended <= 0:
+            self._release(reg)
             return
         self.ended[reg.seq] = reg
         self.ended_by_id.setdefault(reg.id, []).append(reg)
@@ -591,6 +671,7 @@ class Core:
                 return
             del ended[seq]
             self.ended_kept -= len(reg.ring or ())
+            self._release(reg)
             lst = self.ended_by_id[reg.id]
             lst.remove(reg)
             if not lst:
@@ -677,7 +758,8 @@ class Core:
                 "results": results if results is not None else json.loads(_dumps(self.engine.all_results())),
                 "regs": [{"seq": r.seq, "next": r.next, "ring": r.kept()} for r in subs],
                 "ended": [{"record": r.record, "next": r.next, "ring": r.kept(), "why": r.ended, "at": r.ended_at}
-                          for r in self.ended.values()]}
+                          for r in self.ended.values()],
+                "order": [r.seq for r in self._live_order()]}
         return body, need
 
     def _covered(self, seq: int) -> None:

@@ -13,7 +13,7 @@ from skpubsub.io.validate import Gate
 from skpubsub.runtime.engines import make_engine
 from skpubsub.testing.streams import random_stream
 
-INDEXES = ["dkm", "gi2", "aoiq", "igpt", "grid"]
+INDEXES = ["dkm", "gi2", "aoiq", "igpt", "auto", "grid"]
 
 
 def _events(seed: int, window: str):

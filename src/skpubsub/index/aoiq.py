@@ -35,15 +35,26 @@ from numba import njit
 from ..core.columns import grown
 from ..core.config import Space
 from ..core.scoring import carries_all
-from ..store.subscriptions import SubTable
+from ..store.subscriptions import K_KNN, K_RANGE, K_TOPK, SubTable
 from ..core.vocab import Vocabulary
 from ..core import postings as P
 from ..core.layouts import Directory, Probes
 from .cells import cell_of, decode_key, level_key
 from .cgrid import CompiledGrid, live_of
+from .pairs import M_PAIRS, M_TOP, Cost, assign_many, blocks_of, log_survival, new_book, pairs_of, with_room
 from .prefix import NC, probe_classes
 
-TOKEN_BASE = 1 << 31  # block tokens live above every keyword id in the cell keys
+_KINDS = {"range": K_RANGE, "knn": K_KNN, "topk": K_TOPK}
+_ALL_KINDS = (1 << K_RANGE) | (1 << K_KNN) | (1 << K_TOPK)
+
+
+def _kind_mask(kinds: str) -> int:
+    """``"range,knn"`` -> the bitmask ``pairs.assign_many`` takes."""
+    names = [k.strip() for k in str(kinds).replace(";", ",").split(",") if k.strip()]
+    wrong = [k for k in names if k not in _KINDS]
+    if wrong:
+        raise ValueError(f"aoiq: unknown kind {wrong[0]!r} in kinds; known: range, knn, topk")
+    return sum(1 << _KINDS[k] for k in set(names))
 THETA_N = 1e-4  # the memory-based cost model's θ (nodecost): update cost against verification
 
 
@@ -214,198 +225,106 @@ def probe_room(m: int, directory: Directory) -> int:
     return m + pairs * (1 + min(max(0, m - 2), int(p_count.max())))
 
 
-@njit(cache=True)
-def _pair_put(keys, vals, code, p):
-    i = P.slot_of(keys, code)
-    keys[i] = code
-    vals[i] = p
-
-
 class AOIQIndex(CompiledGrid):
     """The compiled grid with CkQST's ordered inverted index and blocks; ``theta_u`` weighs
-    update cost against verification cost in adaptive insertion (paper default 0.001)."""
+    update cost against verification cost in adaptive insertion (paper default 0.001);
+    ``kinds``: the subscription kinds posted under pairs (others as in the grid)."""
 
     name = "aoiq"
 
     def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384,
                  max_cells: int = 4, refresh_from: int = 1024, theta_u: float = 0.001, prefix: bool = True,
-                 theta_n: float = THETA_N, warm_n: int = 1024, batch: bool = False) -> None:
+                 theta_n: float = THETA_N, warm_n: int = 1024, batch: bool = False,
+                 kinds: str = "range,knn,topk") -> None:
         super().__init__(subs, vocab, space, grid=grid, max_cells=max_cells, refresh_from=refresh_from,
                          prefix=prefix, theta_n=theta_n, warm_n=warm_n)
         self.theta_u = float(theta_u)
+        self.kinds = _kind_mask(kinds)
         self.scans = not batch  # else the publish kernel takes every candidate from ``precompute``
         self.precomputes = bool(batch)
         self.rejected = 0  # of the last precompute's pub candidates, failed on keywords
         self.batches = 0  # precompute calls (runs of pubs processed by Algorithm 2)
-        self.pairs: dict[tuple[int, int], int] = {}  # (ψ[1], ψ[2]) -> pair index
-        self.blocks: list[list[list[int]]] = []  # per pair: [minw, maxw, token, subscriptions] by minw
-        self.b0: list[int] = []  # per pair: token of b0
-        self.tokens = 0
-        self.of_slot: dict[int, tuple[int, int]] = {}  # slot -> (pair, token) it is posted under
+        self.book = new_book()
+        self.pair_of = np.full(len(self._slots), -1, dtype=np.int64)  # slot -> its pair (-1: none)
         self.objects = 0  # objects seen (the frequencies' denominator)
-        self.pk_keys = np.full(64, P.EMPTY, dtype=np.int64)
-        self.pk_vals = np.full(64, -1, dtype=np.int32)
-        self.p_b0 = np.zeros(0, dtype=np.int64)
-        self.p_start = np.zeros(0, dtype=np.int64)
-        self.p_count = np.zeros(0, dtype=np.int64)
-        self.d_min = np.zeros(0, dtype=np.int64)
-        self.d_max = np.zeros(0, dtype=np.int64)
-        self.d_tok = np.zeros(0, dtype=np.int64)
-        self.d_top = 0  # used length of d_min / d_max / d_tok
+        self._cost_key: tuple = ()
+        self._cost_now: Cost | None = None
 
     # -- the directory the kernel reads ---------------------------------------------
     @property
     def directory(self) -> Directory:
-        return Directory(self.pk_keys, self.pk_vals, self.p_b0, self.p_start, self.p_count, self.d_min, self.d_max,
-                         self.d_tok)
+        b = self.book
+        return Directory(b.pk_keys, b.pk_vals, b.p_b0, b.p_start, b.p_count, b.d_min, b.d_max, b.d_tok)
 
-    def _new_token(self) -> int:
-        self.tokens += 1
-        return TOKEN_BASE + self.tokens - 1
+    @property
+    def pairs(self) -> dict[tuple[int, int], int]:
+        return pairs_of(self.book)
 
-    def _pair(self, a: int, b: int) -> int:
-        key = (a, b)
-        p = self.pairs.get(key)
-        if p is not None:
-            return p
-        p = len(self.b0)
-        self.pairs[key] = p
-        self.blocks.append([])
-        self.b0.append(self._new_token())
-        if 2 * (len(self.pairs) + 1) > len(self.pk_keys):
-            keys = np.full(2 * len(self.pk_keys), P.EMPTY, dtype=np.int64)
-            vals = np.full(len(keys), -1, dtype=np.int32)
-            P.rehash(self.pk_keys, self.pk_vals, keys, vals)
-            self.pk_keys, self.pk_vals = keys, vals
-        _pair_put(self.pk_keys, self.pk_vals, (a << 32) | b, p)
-        if p >= len(self.p_b0):
-            cap = max(64, 2 * len(self.p_b0))
-            self.p_b0 = grown(self.p_b0, cap, 0)
-            self.p_start = grown(self.p_start, cap, 0)
-            self.p_count = grown(self.p_count, cap, 0)
-        self.p_b0[p] = self.b0[p]
-        return p
+    @property
+    def blocks(self) -> list[list[list[int]]]:
+        return blocks_of(self.book)
 
-    def _write_blocks(self, p: int) -> None:
-        """Copy pair ``p``'s block intervals to the end of the flat directory the kernel reads
-        (the old copy is garbage; the whole directory is rewritten once garbage dominates)."""
-        bl = self.blocks[p]
-        if self.d_top + len(bl) > len(self.d_min):
-            live = sum(len(x) for x in self.blocks)
-            if 2 * live <= self.d_top:  # compact: rewrite every pair
-                self.d_top = 0
-                cap = max(64, 2 * live)
-                self.d_min, self.d_max, self.d_tok = (np.zeros(cap, dtype=np.int64) for _ in range(3))
-                for q in range(len(self.blocks)):
-                    if q != p:
-                        self._copy_blocks(q)
-            if self.d_top + len(bl) > len(self.d_min):
-                cap = max(64, 2 * len(self.d_min), self.d_top + len(bl))
-                self.d_min = grown(self.d_min, cap, 0)
-                self.d_max = grown(self.d_max, cap, 0)
-                self.d_tok = grown(self.d_tok, cap, 0)
-        self._copy_blocks(p)
+    @property
+    def b0(self) -> list[int]:
+        return self.book.p_b0[: int(self.book.meta[M_PAIRS])].tolist()
 
-    def _copy_blocks(self, p: int) -> None:
-        bl = self.blocks[p]
-        j = self.d_top
-        for i, blk in enumerate(bl):
-            self.d_min[j + i], self.d_max[j + i], self.d_tok[j + i] = blk[0], blk[1], blk[2]
-        self.p_start[p], self.p_count[p] = j, len(bl)
-        self.d_top = j + len(bl)
+    def fit(self, s: int) -> None:
+        super().fit(s)
+        if len(self.pair_of) < len(self._slots):
+            self.pair_of = grown(self.pair_of, len(self._slots), -1)
 
-    # -- Equation 2 and Theorem 3: verification probabilities and cost increases --------
-    def _pw(self, lo: int, hi: int) -> np.ndarray:
-        """pVw of keyword ids lo..hi: P(an object carries w), add-one smoothed."""
-        f = self.vocab.freq
-        v = max(1, len(self.vocab))
-        seen = f[lo:min(hi + 1, len(f))].astype(np.float64)
-        pw = np.full(hi - lo + 1, 1.0 / (self.objects + v))
-        pw[: len(seen)] = (seen + 1.0) / (self.objects + v)
-        return pw
-
-    def _pvb(self, lo: int, hi: int, pab: float) -> float:
-        """pVB of Equation 2: the probability that an object carrying the pair carries some
-        keyword of the block's interval [lo, hi], keywords taken as independent. (The
-        equation is garbled in our copy of the paper; this is the quantity it estimates.)"""
-        return pab * (1.0 - float(np.prod(1.0 - self._pw(lo, hi))))
-
-    def _choose_block(self, p: int, a: int, b: int, w: int) -> int:
-        """Algorithm 1 with Theorem 4: the index in the pair's blocks of the block that takes a
-        subscription with third keyword ``w`` (a new one is inserted when that is cheapest)."""
-        bl = self.blocks[p]
-        r = next((i for i, blk in enumerate(bl) if blk[1] >= w), len(bl))  # first block reaching w
-        if r < len(bl) and bl[r][0] <= w:
-            return r  # case 1: w lies in its interval
-        pab = float(np.prod(self._pw(a, a))) * float(np.prod(self._pw(b, b)))
-        nb = len(bl)
-        opts: list[tuple[float, int, str]] = []
-        if nb:
-            lg = math.log2(nb)
-            for i, lo, hi in ((r - 1, None, w), (r, w, None)):  # case 2: extend below; case 3: above
-                if not 0 <= i < nb:
-                    continue
-                blk = bl[i]
-                new = (blk[0] if lo is None else lo, blk[1] if hi is None else hi)
-                before, after = self._pvb(blk[0], blk[1], pab), self._pvb(new[0], new[1], pab)
-                dcv = (after - before) * (lg + blk[3]) + after
-                opts.append((dcv + self.theta_u * 1.0, i, "extend"))
-            total = sum(self._pvb(blk[0], blk[1], pab) for blk in bl)
-            dcv = math.log2((nb + 1) / nb) * total + pab * float(self._pw(w, w)[0]) * (math.log2(nb + 1) + 1)
-            opts.append((dcv + self.theta_u * (1.0 + lg), r, "new"))
-        else:
-            opts.append((0.0, 0, "new"))
-        _, i, how = min(opts)
-        if how == "new":
-            bl.insert(i, [w, w, self._new_token(), 0])
-            self._write_blocks(p)
-            return i
-        blk = bl[i]
-        blk[0], blk[1] = min(blk[0], w), max(blk[1], w)
-        j = int(self.p_start[p]) + i
-        self.d_min[j], self.d_max[j] = blk[0], blk[1]
-        return i
-
-    def _assign(self, s: int) -> None:
-        """Choose the posting token of an ``all`` subscription with two or more keywords."""
-        self.fit(s)
-        kws = sorted(set(self.subs.keywords(s).tolist()))
-        if not self.subs.cols.match_all[s] or len(kws) < 2:
-            self.tok[s] = -1
-            return
-        p = self._pair(kws[0], kws[1])
-        if len(kws) == 2:
-            tok = self.b0[p]
-        else:
-            blk = self.blocks[p][self._choose_block(p, kws[0], kws[1], kws[2])]
-            blk[3] += 1
-            tok = blk[2]
-        self.tok[s] = tok
-        self.of_slot[s] = (p, tok)
+    def _assign(self, slots: np.ndarray) -> None:
+        """Choose the posting tokens of the slots' ``all`` subscriptions with two or more
+        keywords (Algorithm 1, ``pairs.assign_many``), growing the book as it needs."""
+        self.fit(int(slots.max()))
+        cost = self._cost()
+        srt = np.empty(max(1, self.subs.max_kw), dtype=np.int64)
+        done = 0
+        while done < len(slots):
+            done += assign_many(slots[done:], self.subs.layout, self.kinds, self.book, cost, self.tok,
+                                self.pair_of, srt)
+            if done < len(slots):
+                self.book = with_room(self.book)
 
     # -- CompiledGrid hooks ---------------------------------------------------------
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_cost_key"], state["_cost_now"] = (), None  # made again from the restored vocabulary
+        return state
+
+    def _cost(self) -> Cost:
+        """Equation 2's inputs as of the last ``refresh`` (kept until the counts move)."""
+        v, freq = max(1, len(self.vocab)), self.vocab.freq
+        key = (self.objects, v, len(freq))
+        if self._cost_key != key:
+            self._cost_key = key
+            self._cost_now = Cost(freq, np.array([float(self.objects), float(v), self.theta_u]),
+                                  log_survival(freq, float(self.objects), float(v)))
+        return self._cost_now
+
     def insert(self, s: int) -> None:
-        self._assign(s)
+        self._assign(np.array([s], dtype=np.int64))
         super().insert(s)
 
     def insert_many(self, slots: np.ndarray) -> None:
-        for s in slots.tolist():
-            self._assign(s)
+        self._assign(slots)
         super().insert_many(slots)
 
     def delete(self, s: int) -> None:
         super().delete(s)
-        held = self.of_slot.pop(s, None)
-        if held is not None:
-            for blk in self.blocks[held[0]]:
-                if blk[2] == held[1]:
-                    blk[3] -= 1
+        p, b = int(self.pair_of[s]), self.book
+        if p >= 0 and self.tok[s] != b.p_b0[p]:
+            j0 = int(b.p_start[p])
+            j = j0 + int(np.flatnonzero(b.d_tok[j0:j0 + int(b.p_count[p])] == self.tok[s])[0])
+            b.d_cnt[j] -= 1
+        self.pair_of[s] = -1
         self.tok[s] = -1
 
     def refresh(self, objects: int) -> int:
-        """Postings never move (fixed keyword order); only the frequency count is kept."""
+        """Pair postings never move (fixed keyword order); the frequency count is kept, and
+        `all` subscriptions of kinds not under pairs are reviewed as the grid's (GI²)."""
         self.objects = objects
-        return 0
+        return super().refresh(objects) if self.kinds != _ALL_KINDS else 0
 
     def precompute(self, objects: Probes, expiring: Probes) -> tuple:
         """With ``batch`` (the kernel calls it only then): the candidates of a run of pubs
@@ -441,28 +360,32 @@ class AOIQIndex(CompiledGrid):
     def nbytes(self) -> int:
         return super().nbytes + sum(a.nbytes for a in self.directory)
 
-    def _check(self) -> None:
+    def _check(self, owned: np.ndarray | None = None) -> None:
         """The grid's invariants; the kernel's directory mirrors the blocks, which are sorted
         and disjoint; each `all` subscription of two or more keywords is posted under its
         pair's b0 or the block whose interval holds its third keyword."""
-        super()._check()
-        for (a, b), p in self.pairs.items():
-            assert P.lookup(self.pk_keys, self.pk_vals, (a << 32) | b) == p
-            assert self.p_b0[p] == self.b0[p]
-            bl = self.blocks[p]
-            j, n = int(self.p_start[p]), int(self.p_count[p])
-            assert n == len(bl)
-            for i, (lo, hi, tok, _) in enumerate(bl):
-                assert (self.d_min[j + i], self.d_max[j + i], self.d_tok[j + i]) == (lo, hi, tok)
+        super()._check(owned)
+        b, pairs, blocks = self.book, self.pairs, self.blocks
+        assert len(pairs) == int(b.meta[M_PAIRS]) and sorted(pairs.values()) == list(range(len(pairs)))
+        counts = [[0] * len(bl) for bl in blocks]
+        for p, bl in enumerate(blocks):
+            assert 0 <= b.p_count[p] <= b.p_cap[p] and b.p_start[p] + b.p_cap[p] <= b.meta[M_TOP] <= len(b.d_min)
+            for i, (lo, hi, _, _) in enumerate(bl):
                 assert lo <= hi and (i == 0 or bl[i - 1][1] < lo)
         c = self.subs.cols
         for s in np.flatnonzero(c.active[: c.top]).tolist():
+            if owned is not None and not owned[s]:
+                continue  # another index's (auto: igpt's top-k)
             kws = sorted(set(self.subs.keywords(s).tolist()))
-            if not c.match_all[s] or len(kws) < 2:
-                assert self.tok[s] < 0
+            if not c.match_all[s] or len(kws) < 2 or not (self.kinds >> int(c.kind[s])) & 1:
+                assert self.tok[s] < 0 and self.pair_of[s] < 0
                 continue
-            p = self.pairs[(kws[0], kws[1])]
+            p = pairs[(kws[0], kws[1])]
+            assert self.pair_of[s] == p
             if len(kws) == 2:
-                assert self.tok[s] == self.b0[p]
+                assert self.tok[s] == b.p_b0[p]
             else:
-                assert [blk[2] for blk in self.blocks[p] if blk[0] <= kws[2] <= blk[1]] == [self.tok[s]]
+                hit = [i for i, blk in enumerate(blocks[p]) if blk[0] <= kws[2] <= blk[1]]
+                assert len(hit) == 1 and blocks[p][hit[0]][2] == self.tok[s]
+                counts[p][hit[0]] += 1
+        assert counts == [[blk[3] for blk in bl] for bl in blocks], "block member counts"

@@ -15,10 +15,10 @@ a map or a JSON string).
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from pathlib import Path
 from typing import Any
+
+from .fs import Loc
 
 NUMBERS = ("t", "x", "y", "alpha", "expires")
 
@@ -75,16 +75,16 @@ def parquet_record(row: dict[str, Any]) -> dict[str, Any]:
     return rec
 
 
-def to_jsonl(spark, src: str | Path, dst: str | Path) -> Path:
+def to_jsonl(spark, src: str | Path | Loc, dst: str | Path | Loc) -> Loc:
     """Convert a ``.csv`` or ``.parquet`` event file (or directory) into JSONL at ``dst``,
     keeping the row order (partitions follow the file; ``coalesce(1)`` keeps theirs)."""
-    src, dst = Path(src), Path(dst)
+    src, dst = Loc(src), Loc(dst)
     name = src.name.lower()
     if name.endswith(".csv"):
-        df = spark.read.options(header=True, inferSchema=False, escape='"').csv(str(src))  # RFC 4180 quotes
+        df = spark.read.options(header=True, inferSchema=False, escape='"').csv(src.uri)  # RFC 4180 quotes
         conv = csv_record
     elif name.endswith(".parquet"):
-        df = spark.read.parquet(str(src))
+        df = spark.read.parquet(src.uri)
         conv = parquet_record
     else:
         raise ValueError(f"not a CSV or Parquet event file: {src}")
@@ -95,12 +95,12 @@ def to_jsonl(spark, src: str | Path, dst: str | Path) -> Path:
             d["weights"] = dict(d["weights"])
         return json.dumps(conv(d), ensure_ascii=False, allow_nan=True)
 
-    tmp = dst.with_name(f".{dst.name}.parts")
-    shutil.rmtree(tmp, ignore_errors=True)
-    df.rdd.map(line).coalesce(1).saveAsTextFile(str(tmp))
-    part = next(p for p in sorted(tmp.iterdir()) if p.name.startswith("part-"))
-    os.replace(part, dst)
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = dst.parent / f".{dst.name}.parts"
+    tmp.rmtree()
+    df.rdd.map(line).coalesce(1).saveAsTextFile(tmp.uri)
+    part = next(p for p in tmp.iterdir() if p.name.startswith("part-"))
+    dst.replace_with(part)
+    tmp.rmtree()
     return dst
 
 

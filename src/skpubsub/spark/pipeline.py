@@ -15,6 +15,7 @@ files.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import time
@@ -27,17 +28,18 @@ from ..io.events import Pub
 from ..io.validate import Invalid, parse_line, validate_record
 from ..partition.stats import Statistics
 from .formats import is_tabular, to_jsonl
+from .fs import Loc
 from .sink import assemble, clear_other_runs, merge, write_batch
 from .statefile import read_stats, write_stats
 from .worker import OUTPUT_SCHEMA
 
 
 # -- batch: statistics ---------------------------------------------------------------
-def _input_paths(path: Path) -> list[str]:
+def _input_paths(path: Loc) -> list[str]:
     from .source import _files
 
     base = path if path.is_dir() else path.parent
-    return [str(base / n) for n in _files(path)]
+    return [(base / n).uri for n in _files(path)]
 
 
 def statistics(spark, path: str | Path, init_objects: int, window: Window, space: Space,
@@ -45,10 +47,14 @@ def statistics(spark, path: str | Path, init_objects: int, window: Window, space
     """The planners' statistics over the first ``init_objects`` valid objects (O_init),
     computed per input partition by Spark and merged on the driver (mergeable
     :class:`Statistics`); raw lines never reach the driver."""
-    paths = _input_paths(Path(path))
+    paths = _input_paths(Loc(path))
     if not paths:
         return Statistics(space=space)
-    rdd = spark.sparkContext.textFile(",".join(paths), minPartitions=min_partitions)
+    sc = spark.sparkContext
+    if any("," in p for p in paths):  # textFile splits its argument at commas
+        rdd = sc.union([sc.textFile(p, minPartitions=min_partitions) for p in paths])
+    else:
+        rdd = sc.textFile(",".join(paths), minPartitions=min_partitions)
 
     def objects(lines):
         for raw in lines:
@@ -140,19 +146,21 @@ def _progress_record(p) -> dict:
     }
 
 
-def _fingerprint(path: Path, config: dict) -> dict:
-    st = path.stat()
-    return {"input": str(path.resolve()), "size": st.st_size if path.is_file() else None, **config}
+def _fingerprint(path: Loc, config: dict) -> dict:
+    if path.local:
+        real = os.path.realpath(path.path)
+        return {"input": real, "size": os.path.getsize(real) if os.path.isfile(real) else None, **config}
+    return {"input": path.uri, "size": path.size() if path.is_file() else None, **config}
 
 
-def start_query(spark, source: Path, out: Path, checkpoint: Path, config: dict, index: str, params: dict,
+def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, index: str, params: dict,
                 lines_per_batch: int, lines_per_second: float | None = None, once: bool = True,
                 trigger_seconds: float = 1.0, snapshot_every: int = 16):
     """Start the streaming query; returns it (the caller waits or stops it)."""
     from .processor import WorkerProcessor
 
-    out.mkdir(parents=True, exist_ok=True)
-    opts = {"path": str(source), "checkpoint": str(checkpoint / "sequencer"), "config": json.dumps(config),
+    out.mkdir()
+    opts = {"path": source.uri, "checkpoint": (checkpoint / "sequencer").uri, "config": json.dumps(config),
             "linesPerBatch": str(lines_per_batch)}
     if lines_per_second:
         opts["linesPerSecond"] = str(lines_per_second)
@@ -171,12 +179,12 @@ def start_query(spark, source: Path, out: Path, checkpoint: Path, config: dict, 
         write_batch(out, batch_id, merged, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
                                             "sink_seconds": round(time.perf_counter() - t1, 6)}, run)
 
-    w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint / "query"))
+    w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", (checkpoint / "query").uri)
     w = w.trigger(availableNow=True) if once else w.trigger(processingTime=f"{trigger_seconds} seconds")
     return w.start()
 
 
-def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: str) -> dict:
+def _metrics(out: Loc, progress: list[dict], wall: float, config: dict, index: str) -> dict:
     info = assemble(out, config["run"])
     batches = info["batches"]
     meta = next((b["meta"] for b in reversed(batches) if "meta" in b), {})
@@ -230,17 +238,18 @@ def _metrics(out: Path, progress: list[dict], wall: float, config: dict, index: 
     }
 
 
-def _prepare(spark, source: Path, checkpoint: Path, config: dict, index: str, params: dict,
-             window: Window, space: Space) -> tuple[dict, Path]:
+def _prepare(spark, source: Loc, checkpoint: Loc, config: dict, index: str, params: dict,
+             window: Window, space: Space) -> tuple[dict, Loc]:
     """Guard the checkpoint against another run's flags; convert a CSV/Parquet input
     to JSON lines and compute the statistics, once (kept for restarts, as data: a
     ``*.pkl`` file in the checkpoint is refused, never loaded). A new checkpoint gets a
     new run id (``run.json``), which the outputs' batch files are kept under.
     Returns the source config (with ``run``) and the path the stream reads."""
+    source, checkpoint = Loc(source), Loc(checkpoint)
     fp = _fingerprint(source, {**config, "index": index, "params": params})
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    for p in sorted(checkpoint.rglob("*.pkl")):
-        raise ValueError(f"checkpoint {checkpoint} holds {p.relative_to(checkpoint)}: pickles are never "
+    checkpoint.mkdir()
+    for p in checkpoint.rglob_suffix(".pkl"):
+        raise ValueError(f"checkpoint {checkpoint} holds {str(p)[len(str(checkpoint)) + 1:]}: pickles are never "
                          "loaded (SPEC section 7); remove the checkpoint or pick another --checkpoint")
     fp_file = checkpoint / "run.json"
     run_id = None
@@ -257,7 +266,7 @@ def _prepare(spark, source: Path, checkpoint: Path, config: dict, index: str, pa
     else:
         run_id = uuid.uuid4().hex
         _write_text(fp_file, json.dumps({**fp, "run": run_id}))
-    if is_tabular(source):  # converted once, in order, to the JSON lines the source reads
+    if is_tabular(source.path):  # converted once, in order, to the JSON lines the source reads
         converted = checkpoint / "input.jsonl"
         if not converted.exists():
             to_jsonl(spark, source, converted)
@@ -267,25 +276,22 @@ def _prepare(spark, source: Path, checkpoint: Path, config: dict, index: str, pa
         write_stats(stats_file, statistics(spark, source, config["init_objects"], window, space))
     else:
         read_stats(stats_file)  # refused now, with its reason, rather than inside a batch
-    return {**config, "stats": str(stats_file), "run": run_id}, source
+    return {**config, "stats": stats_file.uri, "run": run_id}, source
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def _write_text(path: Loc, text: str) -> None:
+    path.write_atomic(text.encode("utf-8"))
 
 
-def _finish(out: Path, progress: _Progress, start: float, config: dict, index: str) -> dict:
+def _finish(out: Loc, progress: _Progress, start: float, config: dict, index: str) -> dict:
     metrics = _metrics(out, progress.batches, time.perf_counter() - start, config, index)
-    with open(out / "metrics.json", "w", encoding="utf-8") as f:
-        json.dump(metrics, f, indent=2)
-        f.write("\n")
+    _write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
     if metrics["batches"] and importlib.util.find_spec("matplotlib") is not None:  # the plots extra
         from .plots import plot_batches
 
-        plot_batches(metrics["batches"], out / "metrics.png",
-                     f"{config['workers']} workers, {config['partitioner']}, index {index}")
+        png = io.BytesIO()
+        plot_batches(metrics["batches"], png, f"{config['workers']} workers, {config['partitioner']}, index {index}")
+        (out / "metrics.png").write_atomic(png.getvalue())
     return metrics
 
 
@@ -299,7 +305,7 @@ def run_spark(events: str | Path, out: str | Path, window: str | Window = "none"
     Resumes from ``checkpoint`` (default ``OUT/_checkpoint``) when it holds an
     unfinished run of the same input and flags; another run's checkpoint is an error.
     """
-    return stream(events, out, checkpoint or Path(out) / "_checkpoint", window, space, index, workers,
+    return stream(events, out, checkpoint or Loc(out) / "_checkpoint", window, space, index, workers,
                   partitioner, init_objects, lines_per_batch, master, lines_per_second=lines_per_second,
                   snapshot_every=snapshot_every, spark=spark, once=True, **index_params)
 
@@ -339,7 +345,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     check_flags(workers, lines_per_batch, lines_per_second, snapshot_every, init_objects, trigger_seconds)
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
-    source, out, checkpoint = Path(source), Path(out), Path(checkpoint)
+    source, out, checkpoint = Loc(source), Loc(out), Loc(checkpoint)
     config = {"window": str(window), "space": str(space), "workers": workers,
               "partitioner": partitioner or "hash", "init_objects": init_objects}
     start = time.perf_counter()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 
-def plot_batches(batches: list[dict], path: Path, title: str) -> Path:
+def plot_batches(batches: list[dict], path: Path | BinaryIO, title: str) -> Path | BinaryIO:
     """Stacked per-batch time: sequencer, slowest worker, sink, Spark overhead; latency line."""
     import matplotlib
 
@@ -29,6 +30,6 @@ def plot_batches(batches: list[dict], path: Path, title: str) -> Path:
     ax.set_title(f"Spark runtime per micro-batch — {title}", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
     return path

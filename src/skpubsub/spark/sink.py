@@ -23,17 +23,13 @@ import numpy as np
 import pandas as pd
 
 from .codec import unpack_notes
+from .fs import Loc
 
 BATCH_DIR = "batches"
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def _write_atomic(path: Loc, text: str) -> None:
+    path.write_atomic(text.encode("utf-8"))
 
 
 def merge(pdf: pd.DataFrame) -> dict[str, Any]:
@@ -73,13 +69,13 @@ def merge(pdf: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def batch_dir(out: Path, run: str) -> Path:
-    return Path(out) / BATCH_DIR / run
+def batch_dir(out: Path | Loc, run: str) -> Loc:
+    return Loc(out) / BATCH_DIR / run
 
 
-def clear_other_runs(out: Path, run: str) -> None:
+def clear_other_runs(out: Path | Loc, run: str) -> None:
     """Remove batch files that belong to no run or to another run (another checkpoint)."""
-    top = Path(out) / BATCH_DIR
+    top = Loc(out) / BATCH_DIR
     if top.is_symlink() or (top.exists() and not top.is_dir()):
         top.unlink()
     if not top.is_dir():
@@ -88,16 +84,16 @@ def clear_other_runs(out: Path, run: str) -> None:
         if p.name == run and p.is_dir() and not p.is_symlink():
             continue
         if p.is_dir() and not p.is_symlink():
-            shutil.rmtree(p)
+            p.rmtree()
         else:
             p.unlink()
 
 
-def write_batch(out: Path, batch_id: int, merged: dict[str, Any], extra: dict | None = None,
+def write_batch(out: Path | Loc, batch_id: int, merged: dict[str, Any], extra: dict | None = None,
                 run: str = "run") -> None:
     """Write one batch's files (idempotent per ``batch_id``) into ``batch_dir(out, run)``."""
     d = batch_dir(out, run)
-    d.mkdir(parents=True, exist_ok=True)
+    d.mkdir()
     name = f"{batch_id:010d}"
     _write_atomic(d / f"notifications-{name}.jsonl", "".join(x + "\n" for x in merged["notifications"]))
     if merged["rejected"]:
@@ -111,21 +107,29 @@ def write_batch(out: Path, batch_id: int, merged: dict[str, Any], extra: dict | 
     _write_atomic(d / f"batch-{name}.json", json.dumps(info))
 
 
-def _batch_files(d: Path, prefix: str) -> list[Path]:
-    return sorted(d.glob(f"{prefix}-*.jsonl")) if d.is_dir() else []
+def _batch_files(d: Loc, prefix: str, suffix: str = ".jsonl") -> list[Loc]:
+    if not d.is_dir():
+        return []
+    return [p for p in d.iterdir() if p.name.startswith(prefix + "-") and p.name.endswith(suffix)]  # by name
 
 
-def assemble(out: Path, run: str = "run") -> dict:
+def _join(dst: Loc, parts: list[Loc]) -> None:
+    """``dst`` = the parts one after the other, streamed (never whole in memory), then renamed."""
+    tmp = dst.parent / f".{dst.name}.tmp{os.getpid()}"
+    with tmp.open_write() as f:
+        for p in parts:
+            with p.open_read() as src:
+                shutil.copyfileobj(src, f, 1 << 20)
+    dst.replace_with(tmp)
+
+
+def assemble(out: Path | Loc, run: str = "run") -> dict:
     """Join run ``run``'s batch files into ``notifications.jsonl``, ``rejected.jsonl`` and
     ``results.jsonl``; returns the per-batch info records in batch order."""
-    out = Path(out)
+    out = Loc(out)
     d = batch_dir(out, run)
     for prefix in ("notifications", "rejected"):
-        with open(out / f"{prefix}.jsonl", "w", encoding="utf-8") as f:
-            for p in _batch_files(d, prefix):
-                f.write(p.read_text(encoding="utf-8"))
-    results = _batch_files(d, "results")
-    (out / "results.jsonl").write_text(results[-1].read_text(encoding="utf-8") if results else "",
-                                       encoding="utf-8")
-    batches = [json.loads(p.read_text()) for p in sorted(d.glob("batch-*.json"))] if d.is_dir() else []
+        _join(out / f"{prefix}.jsonl", _batch_files(d, prefix))
+    _join(out / "results.jsonl", _batch_files(d, "results")[-1:])
+    batches = [json.loads(p.read_text()) for p in _batch_files(d, "batch", ".json")]
     return {"batches": batches}

@@ -34,6 +34,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from ..core.config import Space, Window
 from ..io.lines import read_lines
 from .codec import encode_driver
+from .fs import Loc
 from .sequencer import DRIVER, Sequencer
 from .statefile import Refused, read_stats
 
@@ -45,20 +46,21 @@ class Rows(InputPartition):
         self.rows = rows
 
 
-def _files(path: Path) -> list[str]:
+def _files(path: Loc) -> list[str]:
     if path.is_file():
         return [path.name]
     return sorted(p.name for p in path.iterdir()
-                  if p.is_file() and not p.name.startswith((".", "_")) and p.name.endswith(".jsonl"))
+                  if not p.name.startswith((".", "_")) and p.name.endswith(".jsonl") and p.is_file())
 
 
-def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = None,
+def _read(path: Loc | str | Path, start: dict, max_lines: int | None, stop: dict | None = None,
           keep: bool = True) -> tuple[list, dict]:
     """Lines after ``start`` (at most ``max_lines``, never past ``stop``):
     ``([(line number, raw or None), ...], offset after them)``, read by
     :func:`~skpubsub.io.lines.read_lines` (a line over MAX_LINE comes as None and is
     rejected by the Gate). ``keep=False``: only the offset (the lines are counted, not
     kept: O(1) memory)."""
+    path = Loc(path)
     base = path if path.is_dir() else path.parent
     names = _files(path)
     out: list = []
@@ -75,7 +77,7 @@ def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = No
     while i < len(names) and not full():
         if names[i] != file:
             file, pos = names[i], 0
-        with open(base / file, "rb") as f:
+        with (base / file).open_read() as f:
             f.seek(pos)
             if not full():
                 for _, body in read_lines(f):
@@ -85,7 +87,7 @@ def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = No
                     if full():
                         break
             pos = f.tell()  # read_lines reads with readline: tell() is just past the last line
-            at_end = pos >= os.fstat(f.fileno()).st_size
+            at_end = pos >= f.seek(0, os.SEEK_END)
         if not at_end:
             break
         i += 1
@@ -94,8 +96,8 @@ def _read(path: Path, start: dict, max_lines: int | None, stop: dict | None = No
 
 class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]) -> None:
-        self.path = Path(options["path"])
-        self.checkpoint = Path(options["checkpoint"])
+        self.path = Loc(options["path"])
+        self.checkpoint = Loc(options["checkpoint"])
         self.config = json.loads(options["config"])
         self.lines_per_batch = int(options.get("linesPerBatch", 10_000))
         self.rate = float(options["linesPerSecond"]) if options.get("linesPerSecond") else None
@@ -105,7 +107,7 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._pending: dict[tuple[int, int], list] = {}  # (start line, end line) -> lines read ahead
         self._state: tuple[int, Sequencer] | None = None  # (line offset, sequencer there)
         self._last_call = time.monotonic()
-        self.checkpoint.mkdir(parents=True, exist_ok=True)
+        self.checkpoint.mkdir()
 
     # -- offsets ---------------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -143,11 +145,11 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- batches ---------------------------------------------------------------------
     def _fresh(self) -> Sequencer:
         c = self.config
-        pickles = sorted(p.name for p in self.checkpoint.glob("*.pkl"))
+        pickles = [p.name for p in self.checkpoint.rglob_suffix(".pkl")]
         if pickles:  # an older version's snapshots, or planted: never loaded
             raise Refused(f"checkpoint {self.checkpoint} holds {pickles[0]}: pickles are never loaded "
                           "(SPEC section 7); remove the checkpoint")
-        stats = read_stats(Path(c["stats"])) if c.get("stats") else None
+        stats = read_stats(Loc(c["stats"])) if c.get("stats") else None
         return Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), c["workers"],
                          c["partitioner"], c["init_objects"], stats)
 

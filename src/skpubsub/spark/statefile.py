@@ -10,7 +10,6 @@ The framing is :func:`skpubsub.engine.snapshot.frame` (shared with the workers' 
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -20,25 +19,21 @@ import numpy as np
 from ..core.config import Space
 from ..engine.snapshot import Refused, frame, unframe
 from ..partition.stats import Statistics
+from .fs import Loc
 
 STATS_FORMAT = "skpubsub-spark-statistics"
 STATS_VERSION = 1
 
 
-def write_state(path: Path, fmt: str, version: int, body: Any) -> None:
+def write_state(path: Path | Loc, fmt: str, version: int, body: Any) -> None:
     """Atomically (temporary name, fsync, rename)."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(frame(fmt, version, body))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    Loc(path).write_atomic(frame(fmt, version, body))
 
 
-def read_state(path: Path, fmt: str, version: int) -> Any:
+def read_state(path: Path | Loc, fmt: str, version: int) -> Any:
     """The body of a state file written by :func:`write_state`; :class:`Refused` otherwise."""
     try:
-        raw = Path(path).read_bytes()
+        raw = Loc(path).read_bytes()
     except OSError as exc:
         raise Refused(f"{path}: cannot read ({exc.strerror or exc})") from None
     return unframe(raw, fmt, version, str(path))[1]

@@ -97,6 +97,7 @@ class Engine:
         if not self.compiled:
             for ev in events:
                 out.extend(self.apply_one(ev))
+            self._recycle_keywords()
             return out
         from .driver import publish_pubs
 
@@ -124,6 +125,7 @@ class Engine:
         if subs:
             self._subscribe_many(subs, out)
         self.index.refresh(self.stats["objects"])
+        self._recycle_keywords()
         return out
 
     def _subscribe_many(self, evs: list[Sub], out: NoteBatch) -> None:
@@ -137,6 +139,7 @@ class Engine:
                 out.extend(self.apply_one(ev))
             return
         kw_ids = self.vocab.ids([w for ev in evs for w in ev.keywords])  # one lookup pass for the run
+        self.vocab.hold(kw_ids)
         slots = self.subs.add_many(evs, kw_ids)
         self.index.insert_many(slots)
         for ev, s in zip(evs, slots.tolist()):
@@ -180,6 +183,7 @@ class Engine:
             i += 1
         if compiled:
             self.index.refresh(self.stats["objects"])
+        self._recycle_keywords()
         return out
 
     def apply_one(self, ev: Event | Tick, slot: int | None = None, expire: tuple[int, ...] = ()) -> list[Notification]:
@@ -209,8 +213,17 @@ class Engine:
         c = self.objs.cols
         gone = [o for o in self._unref if c.refs[o] == 0 and not c.alive[o]]
         if gone:
+            self.vocab.release(self.objs.keywords_csr(np.asarray(gone, dtype=np.int64))[1])
             self.objs.free_many(gone)
         self._unref.clear()
+
+    def _recycle_keywords(self) -> None:
+        """Keyword ids nobody holds any more go back to the vocabulary (SPEC section 6,
+        "Memory"). The per-keyword structures need no purge first: index postings tell live
+        entries by the slot's epoch, alive postings by the object's seq, so an entry left
+        under a forgotten id is dead for whatever keyword gets the id next. O(freed)."""
+        self.vocab.released()
+        self.vocab.recycle()
 
     # -- migration (the rebalancer moves subscriptions between workers) -----------------
     def export(self, sub_id: Any) -> tuple[Pub, ...]:
@@ -230,7 +243,7 @@ class Engine:
         sub = ev.sub
         if ev.now is not None:
             self._expire_subs(ev.now)  # an expired one may still hold the id here
-        s = self.subs.add(sub, self.vocab.ids(sub.keywords))
+        s = self.subs.add(sub, self.vocab.acquire(sub.keywords))
         if sub.kind != RANGE and self.window.retains:
             self._refill(s)  # as a new subscription does, before it is indexed
         self.index.insert(s)
@@ -277,7 +290,7 @@ class Engine:
 
     # -- subscriptions ---------------------------------------------------------------
     def _subscribe(self, ev: Sub) -> None:
-        s = self.subs.add(ev, self.vocab.ids(ev.keywords))
+        s = self.subs.add(ev, self.vocab.acquire(ev.keywords))
         if ev.kind != RANGE and self.window.retains:
             self._touch(s)
             self._refill(s)
@@ -297,6 +310,9 @@ class Engine:
             for o in self.subs.buffer(s).tolist():
                 self._release(o)
         self._old.pop(s, None)
+        c = self.subs.cols
+        off = int(c.kw_off[s])
+        self.vocab.release(self.subs.kw.id[off:off + int(c.kw_len[s])])  # SPEC 6, "Memory"
         self.subs.remove(s)
 
     def _release(self, o: int) -> None:
@@ -312,7 +328,7 @@ class Engine:
     def add_object(self, ev: Pub) -> int:
         """The object's slot in the table (alive under a retaining window); O(keywords)."""
         self.stats["objects"] += 1
-        kw = self.vocab.ids(ev.keywords)
+        kw = self.vocab.acquire(ev.keywords)  # held until the slot is freed (SPEC 6, "Memory")
         self.vocab.count(kw)
         life = self._lives([self.clock.expiry(ev.t, ev.expires, ev.seq)])[0]
         return self.objs.add(ev, kw, life, alive=self.window.retains)
@@ -324,6 +340,7 @@ class Engine:
         kws = [ids(ev.keywords) for ev in evs]
         for kw in kws:
             count(kw)
+        self.vocab.hold([i for kw in kws for i in kw])  # held until the slots are freed
         expiry = self.clock.expiry
         lives = self._lives([expiry(ev.t, ev.expires, ev.seq) for ev in evs])
         return self.objs.add_many(evs, kws, lives, alive=self.window.retains).tolist()
@@ -547,6 +564,15 @@ class Engine:
         assert np.array_equal(refs[: oc.top], oc.refs[: oc.top]), "refcounts drifted"
         in_use = np.ones(oc.top, dtype=np.bool_)
         in_use[np.asarray(oc._free, dtype=np.int64)] = False
+        # keyword holders: every object slot in use and every active subscription (SPEC 6)
+        v = self.vocab
+        v._check()
+        live = np.flatnonzero(c.active[: c.top])
+        held = np.concatenate([self.objs.keywords_csr(np.flatnonzero(in_use))[1],
+                               *[self.subs.kw.id[int(c.kw_off[s]):int(c.kw_off[s]) + int(c.kw_len[s])]
+                                 for s in live.tolist()]]).astype(np.int64)
+        want = np.bincount(held, minlength=len(v))[: len(v)]
+        assert np.array_equal(want, v.refs[: len(v)]), "keyword references drifted"
         kept = in_use & ~oc.alive[: oc.top] & (oc.refs[: oc.top] == 0)
         assert not kept.any(), ("object slots neither alive nor held (leaked)", np.flatnonzero(kept)[:5])
         self.index._check()

@@ -198,3 +198,31 @@ def test_over_http_a_resume_from_a_dropped_point_says_gap_then_the_kept_ones(tmp
         assert [(e, i) for e, i, _ in read("b", 2)] == [("message", "3"), ("message", "4")]
     finally:
         srv.stop()
+
+
+def test_the_feed_keeps_the_last_items_of_a_batch_numbered_as_the_rings(tmp_path) -> None:
+    """The applier numbers only the feed items it keeps (the last ``feed_keep``, from the
+    end of the batch): the same numbers and lines as the registrations' rings."""
+    core = Core(tmp_path / "d", "none", index="dkm", fsync="off")
+    core.open()
+    core.feed_keep = 7
+    rect = {"op": "sub", "t": 0, "kind": "range", "rect": [-10, -10, 10, 10]}
+    core.process([("events", dict(rect, id=i, keywords=[w]), None) for i, w in (("a", "x"), ("b", "x"), ("c", "y"))])
+    pubs = [{"op": "pub", "id": f"o{j}", "t": 1, "x": 0, "y": 0, "keywords": ["x", "y"] if j % 3 else ["x"]}
+            for j in range(9)]
+    out = core.process([("events", p, None) for p in pubs])
+    everything = [("e", p["id"]) for p in pubs]
+    # the rings, merged in the order the engine notified (per object: a, b, then c)
+    notes = []
+    for j, p in enumerate(pubs):
+        for reg in (core.regs["a"], core.regs["b"]) + ((core.regs["c"],) if j % 3 else ()):
+            notes.append(reg)
+    numbered, seen = [], {}
+    for reg in notes:
+        seen[reg.seq] = seen.get(reg.seq, 0) + 1
+        numbered.append(("n", dict(reg.ring)[seen[reg.seq]], reg.seq, seen[reg.seq], reg.kind))
+    everything = everything + numbered
+    got = [("e", it[1].id) if it[0] == "e" else it for it in out.feed]
+    assert len(out.feed) == 7 and out.feed_count == len(everything)
+    assert got == everything[-7:] and all(it[0] == "n" for it in got)
+    core.close()

@@ -36,10 +36,12 @@ class _Stream:
         self.gone = False
 
     async def _send(self, send, data: bytes) -> None:
+        # asyncio.timeout, not wait_for: no task per write (a write is one per woken stream per
+        # micro-batch: hundreds a batch under load)
         try:
-            await asyncio.wait_for(send({"type": "http.response.body", "body": data, "more_body": True}),
-                                   self.svc.limits.write_timeout)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.svc.limits.write_timeout):
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        except TimeoutError:
             raise SlowConsumer from None
 
     async def __call__(self, scope, receive, send) -> None:
@@ -78,9 +80,10 @@ class _Stream:
     async def wait(self) -> bool:
         """Until woken; False on a keep-alive timeout."""
         try:
-            await asyncio.wait_for(self.event.wait(), self.svc.limits.keepalive)
+            async with asyncio.timeout(self.svc.limits.keepalive):
+                await self.event.wait()
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
         finally:
             self.event.clear()

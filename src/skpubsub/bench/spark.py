@@ -35,7 +35,8 @@ def _med(xs: list[float]) -> float | None:
 
 
 def bench_spark(events: Path, out: Path, window: Window, space: Space, workers: int, partitioner: str,
-                index: str, lines_per_batch: int, init_objects: int, master: str | None = None) -> dict:
+                index: str, lines_per_batch: int, init_objects: int, master: str | None = None,
+                spark_conf: dict[str, str] | None = None) -> dict:
     from ..runtime.runner import run
     from ..spark.pipeline import run_spark
 
@@ -47,7 +48,7 @@ def bench_spark(events: Path, out: Path, window: Window, space: Space, workers: 
     shutil.rmtree(out / "spark", ignore_errors=True)
     spark = run_spark(events, out / "spark", window=window, space=space, index=index, workers=workers,
                       partitioner=partitioner, init_objects=init_objects, lines_per_batch=lines_per_batch,
-                      master=master)
+                      master=master, spark_conf=spark_conf)
     same = all((out / "local" / f).read_text() == (out / "spark" / f).read_text() for f in FILES)
     batches = spark["batches"]
     busy = [b for b in batches if b["worker_seconds"]]  # batches the workers had rows in
@@ -55,7 +56,7 @@ def bench_spark(events: Path, out: Path, window: Window, space: Space, workers: 
     n_obj = spark["objects"]
     subs = sum(v for k, v in spark["accepted"].items() if k.startswith("sub:")) - spark["accepted"].get("unsub", 0)
     snaps: dict[int, int] = {}
-    for f in sorted((out / "spark" / "batches").glob("batch-*.json")):
+    for f in sorted((out / "spark" / "batches").glob("*/batch-*.json")):  # batches/<run id>/
         for w in json.loads(f.read_text())["workers"]:
             if w.get("snapshot_bytes"):
                 snaps[w["worker"]] = w["snapshot_bytes"]

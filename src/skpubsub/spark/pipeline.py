@@ -211,6 +211,7 @@ def _metrics(out: Loc, progress: list[dict], wall: float, config: dict, index: s
             "worker_cache": [w["cache"] for w in workers],
             "sink_seconds": b.get("sink_seconds"),
             "spark_overhead_seconds": round(total_ms / 1000 - ours, 6) if total_ms is not None else None,
+            "spark_ms": p.get("duration_ms"),  # Spark's own split: latestOffset, walCommit, addBatch, commitOffsets
             "latency_seconds": round(b["sink_time"] - min(w["ingest"] for w in workers), 6) if workers else None,
             "state_rows": p.get("state_rows"),
             "state_memory_bytes": p.get("state_memory_bytes"),
@@ -299,7 +300,7 @@ def run_spark(events: str | Path, out: str | Path, window: str | Window = "none"
               index: str = "dkm", workers: int = 1, partitioner: str | None = None, init_objects: int = 1000,
               lines_per_batch: int = 10_000, master: str | None = None, checkpoint: str | Path | None = None,
               lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
-              **index_params: Any) -> dict:
+              spark_conf: dict[str, str] | None = None, **index_params: Any) -> dict:
     """``skpubsub run --engine spark``: the same four files as the local engine.
 
     Resumes from ``checkpoint`` (default ``OUT/_checkpoint``) when it holds an
@@ -307,7 +308,7 @@ def run_spark(events: str | Path, out: str | Path, window: str | Window = "none"
     """
     return stream(events, out, checkpoint or Loc(out) / "_checkpoint", window, space, index, workers,
                   partitioner, init_objects, lines_per_batch, master, lines_per_second=lines_per_second,
-                  snapshot_every=snapshot_every, spark=spark, once=True, **index_params)
+                  snapshot_every=snapshot_every, spark=spark, once=True, spark_conf=spark_conf, **index_params)
 
 
 def check_flags(workers: int, lines_per_batch: int, lines_per_second: float | None = None,
@@ -331,16 +332,44 @@ def check_flags(workers: int, lines_per_batch: int, lines_per_second: float | No
         raise ValueError(f"trigger_seconds must be a finite number > 0, got {trigger_seconds!r}")
 
 
+EXECUTOR_WAIT = float(os.environ.get("SKPUBSUB_EXECUTOR_WAIT", "60"))  # s without an executor: an error
+
+
+def _await(spark, q, timeout: float | None) -> None:
+    """``q.awaitTermination(timeout)``, but a cluster left without executors (workers killed
+    or lost) is an error after EXECUTOR_WAIT seconds, never a silent hang; Spark itself
+    retries the tasks of a lost executor on the others."""
+    from .session import executors
+
+    end = None if timeout is None else time.monotonic() + timeout
+    lost = None
+    while True:
+        step = 2.0 if end is None else max(0.05, min(2.0, end - time.monotonic()))  # > 0: PySpark refuses 0
+        if q.awaitTermination(step):
+            return
+        if end is not None and time.monotonic() >= end:
+            return
+        if executors(spark) >= 1:
+            lost = None
+        elif lost is None:
+            lost = time.monotonic()
+        elif time.monotonic() - lost > EXECUTOR_WAIT:
+            q.stop()
+            raise ValueError(f"no Spark executor left on {spark.sparkContext.master} for {EXECUTOR_WAIT:.0f} s "
+                             "(workers stopped or lost); the checkpoint keeps what was done: run the same "
+                             "command again once workers are back")
+
+
 def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: str | Window = "none",
            space: Space | None = None, index: str = "dkm", workers: int = 1, partitioner: str | None = None,
            init_objects: int = 1000, lines_per_batch: int = 10_000, master: str | None = None, *,
            lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
            once: bool = False, timeout: float | None = None, trigger_seconds: float = 1.0,
-           **index_params: Any) -> dict:
+           spark_conf: dict[str, str] | None = None, **index_params: Any) -> dict:
     """``skpubsub stream``: follow ``source`` (an event file, or a directory that JSONL
     files are moved into) until ``timeout`` seconds or Ctrl-C, then finish what has
     arrived and write the final results; ``once``: only what is there now."""
-    from .session import spark_session
+    from .session import spark_session, wait_for_executors
 
     check_flags(workers, lines_per_batch, lines_per_second, snapshot_every, init_objects, trigger_seconds)
     window = Window.parse(window) if isinstance(window, str) else window
@@ -349,7 +378,8 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     config = {"window": str(window), "space": str(space), "workers": workers,
               "partitioner": partitioner or "hash", "init_objects": init_objects}
     start = time.perf_counter()
-    spark = spark or spark_session(master, workers)
+    spark = spark or spark_session(master, workers, conf=spark_conf)
+    wait_for_executors(spark, EXECUTOR_WAIT)
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
     config, source = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
     clear_other_runs(out, config["run"])  # another checkpoint's batches are never joined
@@ -361,14 +391,14 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
         if not once:
             q = start_query(*args, once=False, trigger_seconds=trigger_seconds, snapshot_every=snapshot_every)
             try:
-                q.awaitTermination(timeout)
+                _await(spark, q, timeout)
             except KeyboardInterrupt:
                 pass
             finally:
                 q.stop()
                 progress.absorb(q)
         q = start_query(*args, once=True, snapshot_every=snapshot_every)  # the rest, then results
-        q.awaitTermination()
+        _await(spark, q, None)
         progress.absorb(q)
     finally:
         spark.streams.removeListener(progress.listener)

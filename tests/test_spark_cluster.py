@@ -1,0 +1,116 @@
+"""Issue 21 item 3: a real standalone cluster (``skpubsub cluster start|stop``, a master and
+two workers from the pyspark install on 127.0.0.1), ``--executor-memory``,
+``--executor-cores`` and ``--conf`` passed through. A worker killed mid-run: the run goes
+on and gives the reference's files. No executor left (all workers gone, or too small for
+``--executor-memory``): an error within ``SKPUBSUB_EXECUTOR_WAIT`` seconds, never a hang
+(driven with a stand-in query; on the real cluster the same path ran: see spark/NOTES.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from skpubsub.runtime.runner import run
+from skpubsub.testing.streams import random_stream
+
+
+
+def _cli(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "skpubsub.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True, **kw)
+
+
+def _wait_batches(out: Path, n: int, p: subprocess.Popen, limit: float = 300) -> None:
+    deadline = time.monotonic() + limit
+    while len(list((out / "batches").glob("*/batch-*.json"))) < n:
+        assert p.poll() is None, p.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "no batch written"
+        time.sleep(0.3)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spark")
+def test_a_two_worker_cluster_survives_a_lost_worker(tmp_path: Path) -> None:
+    from skpubsub.spark import cluster
+
+    s = random_stream(702, n_events=(300, 360), windows=("count",))
+    events = tmp_path / "events.jsonl"
+    events.write_text("".join(json.dumps(r) + "\n" for r in s.events))
+    run(events, tmp_path / "ref", window=s.window, space=s.space, index="reference")
+    d = tmp_path / "cluster"
+    st = cluster.start(d, workers=2, cores=1, memory="1g")
+    try:
+        assert cluster.status(d)["aliveworkers"] == 2
+        workers = [p for p in st["procs"] if p["role"] == "Worker"]
+        flags = ["--engine", "spark", "--workers", "2", "--partitioner", "hash", "--init-objects", "5",
+                 "--window", str(s.window), *(["--space", str(s.space)] if s.space else []), "--master", st["master"],
+                 "--executor-memory", "512m", "--executor-cores", "1", "--conf", "spark.task.maxFailures=8"]
+        env = {**os.environ, "SKPUBSUB_EXECUTOR_WAIT": "15"}
+        out = tmp_path / "out"
+        p = _cli("run", str(events), "--out", str(out), "--lines-per-batch", "40", *flags, env=env)
+        _wait_batches(out, 2, p)
+        os.killpg(workers[1]["pid"], signal.SIGKILL)  # the worker and its executor
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+        for f in ("results.jsonl", "notifications.jsonl", "rejected.jsonl"):
+            assert (out / f).read_text() == (tmp_path / "ref" / f).read_text(), f
+    finally:
+        cluster.stop(d)
+    assert cluster.status(d) is None
+
+
+class _Ctx:
+    master = "spark://127.0.0.1:1"
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+class _Spark:
+    def __init__(self, n: int) -> None:
+        self.sparkContext = _Ctx(n)
+
+
+class _Query:
+    def __init__(self) -> None:
+        self.stopped = False
+
+    def awaitTermination(self, timeout: float) -> bool:
+        time.sleep(min(timeout, 0.05))
+        return False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_no_executor_left_is_an_error_not_a_hang(monkeypatch) -> None:
+    from skpubsub.spark import pipeline, session
+
+    monkeypatch.setattr(session, "executors", lambda spark: spark.sparkContext.n)
+    monkeypatch.setattr(pipeline, "EXECUTOR_WAIT", 0.3)
+    q = _Query()
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="no Spark executor left on spark://127.0.0.1:1"):
+        pipeline._await(_Spark(0), q, None)
+    assert q.stopped and time.monotonic() - t0 < 5
+    pipeline._await(_Spark(1), _Query(), 0.2)  # executors there: waits its timeout, no error
+    with pytest.raises(ValueError, match="no Spark executor joined"):
+        session.wait_for_executors(_Spark(0), 0.2)
+
+
+def test_conf_flags_are_parsed() -> None:
+    from skpubsub.spark.session import parse_conf
+
+    assert parse_conf(["spark.a=1", "spark.b=x=y"], "2g", 1) == {
+        "spark.a": "1", "spark.b": "x=y", "spark.executor.memory": "2g", "spark.executor.cores": "1"}
+    for bad in (["novalue"], ["=v"]):
+        with pytest.raises(ValueError, match="key=value"):
+            parse_conf(bad)

@@ -107,3 +107,23 @@ def test_payloads_are_data_and_refused_when_not() -> None:
         decode_driver(boom)
     with pytest.raises(Refused, match="bytes for 3"):
         unpack_notes(b"\0" * 50, 3)
+
+
+def test_payloads_round_trip_on_both_paths() -> None:
+    """msgspec and fastline in the common case; json and validate_record for what they refuse
+    (a lone surrogate in an id, an integer time past 64 bits): the same items either way."""
+    from skpubsub.core.config import Space
+    from skpubsub.engine.messages import Backfill, Tick
+    from skpubsub.io.events import Pub, Sub, Unsub
+    from skpubsub.spark.codec import END, encode_items
+
+    w, space = Window.parse("time:10"), Space()
+    pub = Pub(3, "o\udc80", 5, 1.5, -2.25, ("jazz", "cafe"), 9.5)
+    items = [(1, (Sub(1, 7, 2, "topk", ("jazz",), x=0.1, y=0.2, k=3, alpha=0.3, weights=(2.0,), expires=20), ())),
+             (2, (Sub(2, "r", 2, "range", ("a", "b"), match_all=False, rect=(0, 0, 1, 1)), ())),
+             (3, (pub, (1, 2))), (4, (Backfill(Pub(4, 9, 3, 0.0, 0.0, ("x",))), ())),
+             (5, (Tick(5, 6.5), (3,))), (6, (Unsub(6, "r", 7), ())), (6, END)]
+    for its in (items, [it for it in items if it[1] == END or getattr(it[1][0], "id", None) != pub.id]):
+        assert decode_items(encode_items(its), w, space) == its
+    big = [(1, (Unsub(1, "u", 2 ** 70), ()))]
+    assert decode_items(encode_items(big), w, space) == big

@@ -11,6 +11,13 @@ last call, and they are only reused after ``recycle`` says so.
 
 ``id``/``ids``/``count`` keep their old meaning (no counting): code that never
 releases never frees anything.
+
+``slack``: with ``None`` a keyword is forgotten the moment its last holder leaves. With a
+number, keywords nobody holds stay known ("dormant": a word that comes back is a plain
+lookup, and keeps its frequency) until there are more of them than ``slack`` plus the held
+ones; then they are all forgotten at once. Memory stays bounded (at most ``slack`` + twice
+the held keywords) and a stream that keeps meeting the same unheld words (no window, or a
+short one) does not forget and relearn them on every run of objects.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import numpy as np
 class Vocabulary:
     """Maps normalised keywords to dense integer ids; counts objects per keyword."""
 
-    def __init__(self) -> None:
+    def __init__(self, slack: int | None = None) -> None:
+        self.slack = slack
+        self._dormant = 0  # known words nobody holds (only counted with a slack)
         self._ids: dict[str, int] = {}
         self.words: list[str | None] = []
         self.freq = np.zeros(1024, dtype=np.int64)
@@ -44,6 +53,7 @@ class Vocabulary:
                     self.freq = np.concatenate([self.freq, np.zeros_like(self.freq)])
                     self.refs = np.concatenate([self.refs, np.zeros_like(self.refs)])
             self._ids[word] = i
+            self._dormant += 1  # known, not held yet
         return i
 
     def ids(self, words: tuple[str, ...]) -> list[int]:
@@ -66,13 +76,17 @@ class Vocabulary:
     def acquire(self, words: tuple[str, ...]) -> list[int]:
         """Ids of ``words`` for a new holder (an object or a subscription): O(len(words))."""
         out = self.ids(words)
-        self.refs[out] += 1  # words are distinct (normalisation removes duplicates)
+        refs = self.refs
+        self._dormant -= int((refs[out] == 0).sum())  # words are distinct (normalisation)
+        refs[out] += 1
         return out
 
     def hold(self, ids) -> None:
         """Several holders took ``ids`` (one after another, repeats counted): O(len(ids))."""
         if len(ids):
-            np.add.at(self.refs, np.asarray(ids, dtype=np.int64), 1)
+            ids = np.asarray(ids, dtype=np.int64)
+            self._dormant -= len(np.unique(ids[self.refs[ids] == 0]))
+            np.add.at(self.refs, ids, 1)
 
     def release(self, ids) -> None:
         """Holders of ``ids`` left (repeats counted); ids nobody holds are forgotten:
@@ -87,13 +101,26 @@ class Vocabulary:
             bad = int(ids[np.argmax(left < 0)])
             raise ValueError(f"keyword id {bad} released more often than acquired")
         gone = ids[left == 0]
-        if len(gone):
-            words, known = self.words, self._ids
-            for i in np.unique(gone).tolist():
-                del known[words[i]]  # type: ignore[arg-type]
-                words[i] = None
-                self._freed.append(i)
-            self.freq[gone] = 0
+        if not len(gone):
+            return
+        gone = np.unique(gone)
+        self._dormant += len(gone)
+        if self.slack is not None:
+            if self._dormant <= self.slack + len(self._ids) - self._dormant:
+                return
+            n = len(self.words)
+            gone = np.flatnonzero(self.refs[:n] == 0)  # every dormant word, at once
+            gone = gone[[self.words[i] is not None for i in gone.tolist()]]
+        self._forget(gone)
+
+    def _forget(self, gone: np.ndarray) -> None:
+        words, known = self.words, self._ids
+        for i in gone.tolist():
+            del known[words[i]]  # type: ignore[arg-type]
+            words[i] = None
+            self._freed.append(i)
+        self.freq[gone] = 0
+        self._dormant -= len(gone)
 
     def released(self) -> list[int]:
         """Ids forgotten since the last call (drop their postings, then ``recycle``)."""
@@ -122,3 +149,5 @@ class Vocabulary:
         gone = set(self._free) | set(self._freed) | set(self._quarantine)
         assert not gone & set(self._ids.values()), "a live id on a free list"
         assert all(self.words[i] is None and self.freq[i] == 0 for i in gone), "a forgotten id kept data"
+        dormant = sum(1 for i in self._ids.values() if self.refs[i] == 0)
+        assert dormant == self._dormant, ("dormant words miscounted", dormant, self._dormant)

@@ -226,3 +226,18 @@ def test_the_feed_keeps_the_last_items_of_a_batch_numbered_as_the_rings(tmp_path
     assert len(out.feed) == 7 and out.feed_count == len(everything)
     assert got == everything[-7:] and all(it[0] == "n" for it in got)
     core.close()
+
+
+def test_entries_of_notifications_keep_let_go_leave_the_order_as_they_come(tmp_path) -> None:
+    """Subscriptions notified in turn past --keep: the kept order holds exactly the kept
+    notifications (no pile of stale entries waiting for a compaction pass on the loop)."""
+    core = Core(tmp_path / "d", "none", index="dkm", fsync="off", keep=10, keep_total=1_000_000)
+    core.open()
+    rect = {"op": "sub", "t": 0, "kind": "range", "rect": [-10, -10, 10, 10], "keywords": ["x"]}
+    core.process([("events", dict(rect, id=f"s{i}"), None) for i in range(100)])
+    for b in range(30):
+        core.process([("events", {"op": "pub", "id": f"o{b}-{j}", "t": 1, "x": 0, "y": 0, "keywords": ["x"]}, None)
+                      for j in range(10)])
+    assert core.kept_total == 1000 and len(core.kept_order) == 1000
+    assert all(len(r.ring) == 10 and r.ring[0][0] == 291 for r in core.regs.values())
+    core.close()

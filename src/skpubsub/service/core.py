@@ -587,6 +587,8 @@ class Core:
             tail.reverse()
             feed.extend(tail)
         self.kept_total += grew
+        while order and order[0].stale:  # entries of notifications --keep let go: off the front as they come
+            order.popleft().stale -= 1
         if self.kept_total > self.keep_total or len(order) > 2 * self.keep_total + 1024:
             self.cap_kept()
         out.notifications += len(lines)

@@ -67,3 +67,27 @@ def test_workers_flags_are_checked(tmp_path) -> None:
                             *flags], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and p.stderr.startswith("skpubsub: error:") and says in p.stderr, p.stderr
         assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_dead_worker_makes_writes_fail_in_one_line_and_a_restart_goes_on(server) -> None:
+    """A worker process killed (OOM, a bug): writes answer 503 with one line, nothing
+    acknowledged is lost; the server started again on the same DIR has every acknowledged event."""
+    import os
+    import signal
+
+    srv = server("--workers", "2", window="count:5", index="dkm")
+    c = srv.client()
+    rect = {"op": "sub", "kind": "range", "rect": [0, 0, 10, 10], "keywords": ["cafe"], "t": 1}
+    acked = [c.post("/v1/events", dict(rect, id=f"s{i}")).json()["seq"] for i in range(4)]
+    children = [int(p) for p in open(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read().split()
+                if b"spawn_main" in open(f"/proc/{p}/cmdline", "rb").read()]  # not the resource tracker
+    assert len(children) == 2
+    os.kill(children[0], signal.SIGKILL)
+    a = c.post("/v1/objects", {"id": "o1", "x": 1, "y": 1, "keywords": ["cafe"], "t": 2})
+    assert a.status == 503 and "a --workers process died" in a.json()["error"], a.json()
+    assert "\n" not in a.json()["error"]
+    srv.stop()
+    assert "Traceback" not in srv.proc.stderr.read().split("Process SpawnProcess")[0]
+    srv2 = server("--workers", "2", window="count:5", index="dkm", fresh=False)
+    h = srv2.client().get("/healthz").json()
+    assert h["status"] == "ok" and h["seq"] >= acked[-1] and h["subscriptions"] == 4

@@ -32,6 +32,7 @@ from starlette.routing import Route
 from ..io.validate import MAX_LINE, Invalid, parse_line
 from . import auth
 from ..io.events import Pub
+from .cluster import WorkerDied
 from .core import Core, Outcome, Reg, feed_item, results_of
 from .metrics import Metrics
 from .streams import FeedStream, SSEStream
@@ -267,8 +268,11 @@ class Service:
                     waiting.append((fut, len(its)))
                 try:
                     out = await self._process(items)
-                except Exception as exc:  # a bug: refuse writes from now on, say why
-                    log.exception("micro-batch failed")
+                except Exception as exc:  # a bug (or a dead worker): refuse writes from now on, say why
+                    if isinstance(exc, WorkerDied):
+                        log.error("micro-batch failed: %s", exc)
+                    else:
+                        log.exception("micro-batch failed")
                     core.broken = core.broken or f"internal error: {type(exc).__name__}: {exc}"
                     out = Outcome([{"error": f"service unavailable: {core.broken}"}] * len(items))
                 i = 0

@@ -18,6 +18,18 @@ from ..core.config import Space, Window
 from ..io.events import Pub
 
 
+class WorkerDied(RuntimeError):
+    """A worker process is gone (killed, out of memory, a bug: its own error is on stderr)."""
+
+
+def _guarded(call, *args):
+    try:
+        return call(*args)
+    except (EOFError, OSError) as exc:  # its pipe closed: one line, not the pipe's traceback
+        raise WorkerDied(f"a --workers process died ({type(exc).__name__}); every acknowledged event is "
+                         f"in the log: start the server again") from None
+
+
 class ClusterEngine:
     """``apply``/``results``/``all_results`` over M workers; ``query`` for many at once."""
 
@@ -48,20 +60,20 @@ class ClusterEngine:
     def apply(self, events: list) -> list:
         if self.cluster is None:
             self.start(events)
-        notes = self.cluster.apply(events)
+        notes = _guarded(self.cluster.apply, events)
         self.cluster.batches.clear()  # per-batch load metrics: a long-running server keeps none
         return notes
 
     def query(self, ids: list) -> dict:
         """id -> (result ids, result object seqs) of the active kNN/top-k ones among ``ids``."""
-        return self.cluster.query(ids) if self.cluster is not None and ids else {}
+        return _guarded(self.cluster.query, ids) if self.cluster is not None and ids else {}
 
     def results(self, sub_id: Any) -> list | None:
         got = self.query([sub_id]).get(sub_id)
         return got[0] if got is not None else None
 
     def all_results(self) -> list:
-        return self.cluster.results() if self.cluster is not None else []
+        return _guarded(self.cluster.results) if self.cluster is not None else []
 
     def close(self) -> None:
         if self.cluster is not None:

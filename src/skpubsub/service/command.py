@@ -116,9 +116,12 @@ def serve(a: argparse.Namespace) -> int:
                 snapshot_seconds=a.snapshot_seconds, keep_ended=a.keep_ended, ended_seconds=a.ended_seconds,
                 ended_lines=a.ended_notifications, workers=a.workers, keep_total=a.keep_total,
                 partitioner=a.partitioner)
+    from .cluster import WorkerDied
+
     try:
         core.open()
-    except (Damaged, OSError) as exc:
+    except (Damaged, OSError, WorkerDied) as exc:
+        core.close()
         raise ValueError(f"cannot open --data {a.data}: {exc}") from None
     try:  # compiled kernels ready before the first request (and before the banner says we listen)
         warm = core.warm_up()

@@ -137,6 +137,7 @@ def test_engine_columns_are_its_notifications():
         assert any(isinstance(p, Notes) for p in batch.parts)
         assert batch.to_list() == b.apply(events)
         assert batch.json_lines() == [note_line(n) for n in batch.to_list()]
+        assert batch.json_block() == "".join(note_line(n) for n in batch.to_list())  # the compiled writer
 
 
 def _as_columns(notes: list) -> Notes:
@@ -185,3 +186,27 @@ def test_columnar_lines_are_the_formatter_s_lines(notes):
     assert note_lines(batch) == note_lines(notes) == want
     for n, line in zip(notes, want):
         assert json.loads(line) == n.to_json() and line.endswith("}\n") and line.count("\n") == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_notifications, max_size=12), st.booleans())
+@example([Match("s", -0.0, 1), Match("s", 0.0, 1), Change(1, 0.0, (1, "1", 1.0), (-0.0,))], False)
+def test_compiled_writer_writes_the_formatter_s_lines(notes, reused):
+    """``json_block`` by slot codes (one slot per distinct id, objects added and removed in
+    one space) is ``note_line``'s bytes; when slots name two ids (``reused``: every id in
+    slot 0) it falls back to the line formatter, still the same bytes."""
+    want = "".join(note_line(n) for n in notes)
+    cols = _as_columns(notes)
+    objects: dict = {}
+
+    def slots(values: list, key: dict) -> np.ndarray:
+        return np.array([0 if reused else key.setdefault((type(v), repr(v)), len(key)) for v in values],
+                        dtype=np.int64)
+
+    cols.codes = (slots(cols.sub.tolist(), {}), slots(cols.added.tolist(), objects),
+                  slots(cols.removed.tolist(), objects))
+    assert cols.json_block() == want
+    batch = NoteBatch()
+    batch.extend(notes[:3])
+    batch.add(cols)
+    assert batch.json_block() == "".join(note_line(n) for n in notes[:3]) + want

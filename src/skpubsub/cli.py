@@ -422,7 +422,7 @@ def _add_bench_partition(sp) -> None:
     q.add_argument("--batch", type=int, default=2000, help="events per micro-batch")
     q.add_argument("--processes", action=argparse.BooleanOptionalAction, default=True,
                    help="real worker processes (default); --no-processes runs the workers in-process")
-    q.add_argument("--index", default="dkm", help="index of every worker engine")
+    q.add_argument("--index", default=DEFAULT_INDEX, help="index of every worker engine")
     q.add_argument("--max-events", type=int, default=None, help="only the first N valid events")
     q.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-ups")
     q.add_argument("--out", default=None, help="write DIR/partition.json and the three PNGs")
@@ -509,7 +509,7 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--space", default=_env("space", "-180,-90,180,90"))
     s.add_argument("--workers", type=int, default=int(_env("workers", "2") or 2))
     s.add_argument("--partitioner", default=_env("partitioner", "hash"))
-    s.add_argument("--index", default=_env("index", "dkm"))
+    s.add_argument("--index", default=_env("index", DEFAULT_INDEX))
     s.add_argument("--grid", type=int, default=None, help=argparse.SUPPRESS)
     s.add_argument("--init-objects", type=int, default=1000)
     _add_spark_args(s)
@@ -532,7 +532,7 @@ def parser() -> argparse.ArgumentParser:
                                   "candidates and affected per object, exactness against the baseline. "
                                   "`skpubsub bench partition --help`: planners side by side instead.")
     _add_bench_workload_args(b, kind="mix", match="mix")
-    b.add_argument("--indexes", default="grid,dkm",
+    b.add_argument("--indexes", default="grid,auto",
                    help="semicolon- or comma-separated; the first is the baseline (grid is added if neither "
                         "reference nor grid is listed); NAME[key=value,...] passes parameters, e.g. "
                         "'dkm;dkm[refresh_from=1e12]'")
@@ -566,7 +566,7 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--space", default=_env("space", "-180,-90,180,90"))
     q.add_argument("--workers", type=int, default=2)
     q.add_argument("--partitioner", default="dkm")
-    q.add_argument("--index", default="dkm")
+    q.add_argument("--index", default=DEFAULT_INDEX)
     q.add_argument("--init-objects", type=int, default=1000)
     _add_spark_args(q)
     q.set_defaults(func=cmd_bench_spark)
@@ -575,7 +575,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--out", default="demo-out")
     d.add_argument("--dataset", default="geonames-cities")
     d.add_argument("--window", default="count:20000")
-    d.add_argument("--index", default="dkm")
+    d.add_argument("--index", default=DEFAULT_INDEX)
     d.add_argument("--engine", default=_env("engine", "spark"), choices=["local", "spark"])
     d.add_argument("--workers", type=int, default=2)
     d.add_argument("--partitioner", default="dkm", choices=PARTITIONERS)

@@ -50,6 +50,7 @@ import numpy as np
 
 from ..core.config import Space, Window
 from ..io.events import Pub, Sub
+from ..runtime.engines import DEFAULT_INDEX
 from .compare import Workload, load_workload, machine_info, warmup_events
 
 DEFAULT_PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
@@ -224,7 +225,7 @@ def run_planner(name: str, events: list, head: int, stats: Any, window: Window, 
 
 
 def bench_partition(work: Workload, partitioners: list[str], m: int, window: Window, space: Space,
-                    init_objects: int = 5000, batch: int = 2000, processes: bool = True, index: str = "dkm",
+                    init_objects: int = 5000, batch: int = 2000, processes: bool = True, index: str = DEFAULT_INDEX,
                     warmup: bool = True, progress: Any = None) -> tuple[dict, dict]:
     """Every planner over ``work``; (the report, plot data per planner)."""
     from ..partition.registry import PLANNERS
@@ -363,7 +364,7 @@ def _progress(msg: str) -> None:
 
 
 def main(events: str | None, partitioners: list[str], workers: int, window: Window, space: Space,
-         init_objects: int = 5000, batch: int = 2000, processes: bool = True, index: str = "dkm",
+         init_objects: int = 5000, batch: int = 2000, processes: bool = True, index: str = DEFAULT_INDEX,
          out: str | None = None, workload: Any = None, max_events: int | None = None,
          warmup: bool = True) -> int:
     """``skpubsub bench partition``: ``events`` (a file) or ``workload`` (a WorkloadConfig)."""

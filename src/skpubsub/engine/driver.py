@@ -213,7 +213,8 @@ def _drain(eng, pubs, counters, rows: L.Rows, scratch: L.Scratch, dead: list, ou
         times = np.empty(len(pubs), dtype=object)
         times[:] = [ev.t for ev in pubs]
         notes = Notes(nc.i[:c], eng.subs.ids[nc.s[:c]], times[nc.i[:c]], nc.match[:c], nc.add_off[: c + 1],
-                      oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]])
+                      oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]],
+                      codes=(nc.s[:c], nc.add_obj[: nc.add_off[c]], nc.rem_obj[: nc.rem_off[c]]))
         if isinstance(out, list):
             out.extend(notes.to_list())
         else:

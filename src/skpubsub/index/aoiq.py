@@ -254,7 +254,8 @@ class AOIQIndex(CompiledGrid):
     @property
     def directory(self) -> Directory:
         b = self.book
-        return Directory(b.pk_keys, b.pk_vals, b.p_b0, b.p_start, b.p_count, b.d_min, b.d_max, b.d_tok)
+        n = int(b.meta[M_PAIRS])  # empty without pairs: an object then probes its keywords only
+        return Directory(b.pk_keys, b.pk_vals, b.p_b0[:n], b.p_start[:n], b.p_count[:n], b.d_min, b.d_max, b.d_tok)
 
     @property
     def pairs(self) -> dict[tuple[int, int], int]:

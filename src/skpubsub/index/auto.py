@@ -1,41 +1,31 @@
 """``--index auto``, the default: each subscription in the structure best for its kind and
-match, in one engine (measured; see NOTES.md "auto"):
+match, in one grid (measured; see NOTES.md "auto"):
 
-* top-k in Skype's IGPT (its cells and α-partition groups);
 * kNN `all` under CkQST's ordered keyword pairs and blocks (AOIQ-tree);
-* range (either match) and kNN `any` in the compiled grid inverted file: GI²'s least
-  frequent keyword for an `all`, every keyword for an `any` (DkM-SKS's worker index).
+* range (either match) and kNN `any` in the grid inverted file: GI²'s least frequent
+  keyword for an `all`, every keyword for an `any` (DkM-SKS's worker index), kNN regions
+  on the level CkQST's memory cost model picks;
+* top-k under the prefix filter's keyword classes in the same grid (IGPT, measured
+  beside it, was slower on our GeoNames top-k workloads).
 
-The last two are one AOIQ grid whose pairs hold kNN subscriptions only, so an object
-scans one grid; IGPT adds its top-k candidates beside it (``precompute``).
+So an object scans one grid, with one probe of its keyword pairs.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..core.config import Space
 from ..core.vocab import Vocabulary
-from ..store.subscriptions import K_TOPK, SubTable
-from .aoiq import AOIQIndex
-from .igpt.index import IGPTIndex
+from ..store.subscriptions import SubTable
+from .aoiq import THETA_N, AOIQIndex
 
 
-class AutoIndex(IGPTIndex):
-    """``grid``, ``group``, ``tighten``: IGPT's (top-k); ``theta_u``: AOIQ's (kNN `all`)."""
+class AutoIndex(AOIQIndex):
+    """AOIQ with pairs for kNN subscriptions only; the parameters are the grid's and AOIQ's."""
 
     name = "auto"
 
-    def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 32, group: int = 32,
-                 tighten: float = 0.25, theta_u: float = 0.001) -> None:
-        super().__init__(subs, vocab, space, grid=grid, group=group, tighten=tighten)
-        self.grid_index = AOIQIndex(subs, vocab, space, prefix=False, theta_u=theta_u, kinds="knn")
-
-    def insert_many(self, slots: np.ndarray) -> None:
-        topk = self.subs.cols.kind[slots] == K_TOPK
-        if not topk.any():
-            self.grid_index.insert_many(slots)
-            return
-        super().insert_many(slots[topk])  # one by one: IGPT links each into its cell
-        if not topk.all():
-            self.grid_index.insert_many(slots[~topk])
+    def __init__(self, subs: SubTable, vocab: Vocabulary, space: Space, grid: int = 16384, max_cells: int = 4,
+                 refresh_from: int = 1024, theta_u: float = 0.001, theta_n: float = THETA_N,
+                 warm_n: int = 1024) -> None:
+        super().__init__(subs, vocab, space, grid=grid, max_cells=max_cells, refresh_from=refresh_from,
+                         theta_u=theta_u, theta_n=theta_n, warm_n=warm_n, kinds="knn")

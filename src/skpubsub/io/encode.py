@@ -7,6 +7,7 @@ Spark runs write the same bytes.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring
 from typing import Any
 
 
@@ -18,3 +19,17 @@ def json_text(obj: Any) -> str:
 def json_line(obj: Any) -> str:
     """One output record as a line of a JSON Lines file."""
     return json_text(obj) + "\n"
+
+
+def json_value(v: Any) -> str:
+    """``json_text`` of one id or time, without building an encoder for the common types:
+    the same functions ``json.dumps`` calls for them (a string's escaping with
+    ``ensure_ascii=False``, an int's and a finite float's repr; times and ids are finite)."""
+    t = type(v)
+    if t is str:
+        return encode_basestring(v)
+    if t is int:
+        return int.__repr__(v)
+    if t is float and v - v == 0.0:  # finite
+        return float.__repr__(v)
+    return json_text(v)

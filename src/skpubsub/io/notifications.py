@@ -26,7 +26,7 @@ from typing import Union
 
 from numba import njit
 
-from .encode import json_line, json_text
+from .encode import json_line, json_text, json_value
 from .events import Id, Time
 
 MATCH_KEYS = ("sub", "t", "object")
@@ -176,11 +176,12 @@ class Notes:
     and ``t`` per notification, ``match`` (a range match, ``added`` its one object), and
     the added / removed object ids as CSR lists (``add_off``/``added``, ``rem_off``/``removed``)."""
 
-    __slots__ = ("pub", "sub", "t", "match", "add_off", "added", "rem_off", "removed")
+    __slots__ = ("pub", "sub", "t", "match", "add_off", "added", "rem_off", "removed", "codes")
 
-    def __init__(self, pub, sub, t, match, add_off, added, rem_off, removed) -> None:
+    def __init__(self, pub, sub, t, match, add_off, added, rem_off, removed, codes=None) -> None:
         self.pub, self.sub, self.t, self.match = pub, sub, t, match
         self.add_off, self.added, self.rem_off, self.removed = add_off, added, rem_off, removed
+        self.codes = codes  # (sub slots, added object slots, removed object slots): json_block's keys
 
     def __len__(self) -> int:
         return len(self.sub)
@@ -198,22 +199,21 @@ class Notes:
                 append(Change(s, t, tuple(added[a0:a1]), tuple(removed[r0:r1])))
         return out
 
+    def json_block(self) -> str:
+        """``"".join(json_lines())``, by the compiled writer when the slots are known."""
+        if self.codes is not None and len(self):
+            from .notewriter import block
+
+            text = block(self)
+            if text is not None:
+                return text
+        return "".join(self.json_lines())
+
     def json_lines(self) -> list[str]:
         """The notifications as output lines, ``note_line`` of each byte for byte, without
-        making their objects: each distinct id and time is encoded once (``_ENCODED``)."""
-        memo = _ENCODED
-        if len(memo) > _ENCODED_MAX:
-            memo.clear()
-
+        making their objects (ids and times through ``json_value``)."""
         def enc(values: list) -> list[str]:
-            out = []
-            for v in values:
-                key = (type(v), v)
-                e = memo.get(key)
-                if e is None or e == "0.0" or e == "-0.0":  # 0.0 == -0.0: the key cannot tell them apart
-                    e = memo[key] = json_text(v)
-                out.append(e)
-            return out
+            return [json_value(v) for v in values]
 
         subs, times = enc(self.sub.tolist()), enc(self.t.tolist())
         added, removed = enc(self.added.tolist()), enc(self.removed.tolist())
@@ -228,12 +228,6 @@ class Notes:
                 append(_CHANGE_LINE % (subs[j], times[j], _LIST_OPEN + join(added[ao[j]:ao[j + 1]]) + _LIST_CLOSE,
                                        _LIST_OPEN + join(removed[ro[j]:ro[j + 1]]) + _LIST_CLOSE))
         return lines
-
-
-# (type, value) -> its JSON text, kept across batches: a stream names the same ids again and
-# again. Bounded: cleared when it outgrows _ENCODED_MAX.
-_ENCODED: dict = {}
-_ENCODED_MAX = 1 << 18
 
 
 class NoteBatch:
@@ -266,6 +260,10 @@ class NoteBatch:
         for p in self.parts:
             out.extend(p if isinstance(p, list) else p.to_list())
         return out
+
+    def json_block(self) -> str:
+        """All the notifications' lines as one string, in order."""
+        return "".join(p.json_block() if isinstance(p, Notes) else "".join(map(note_line, p)) for p in self.parts)
 
     def json_lines(self) -> list[str]:
         """The output lines of all the notifications, in order."""

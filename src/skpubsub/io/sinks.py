@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator
 
 from .encode import json_line, json_text
 from .events import Rejection
-from .notifications import Notes, note_lines
+from .notifications import NoteBatch, Notes, note_lines
 
 __all__ = ["OUTPUTS", "RunWriter", "abort_open", "json_line", "json_text", "rejection_record", "result_record"]
 
@@ -78,10 +78,14 @@ class RunWriter:
 
     def notifications(self, notes: Notes) -> None:
         """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``)."""
-        lines = note_lines(notes)
-        self.n_notifications += len(lines)
+        if isinstance(notes, (Notes, NoteBatch)):  # columns: one block by the compiled writer
+            text, n = notes.json_block(), len(notes)
+        else:
+            lines = note_lines(notes)
+            text, n = "".join(lines), len(lines)
+        self.n_notifications += n
         try:
-            self._notes.writelines(lines)
+            self._notes.write(text)
         except OSError as exc:
             raise self._named(exc, "notifications.jsonl") from None
 

@@ -13,9 +13,10 @@ def known_indexes() -> list[str]:
     return ["reference", *INDEXES]
 
 
-# The index a run takes unless told: compiled, exact for every kind and window. (The plain
+# The index a run takes unless told: compiled, exact for every kind and window, each
+# subscription in the structure best for its kind and match (index/auto.py). (The plain
 # `grid` and the `reference` are baselines, by name.)
-DEFAULT_INDEX = "dkm"
+DEFAULT_INDEX = "auto"
 
 
 def make_engine(index: str = DEFAULT_INDEX, window: Window | str = "none", space: Space | None = None,

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.config import Space, Window
-from .engines import make_engine
+from .engines import DEFAULT_INDEX, make_engine
 from ..engine.messages import Adopt, Drop, Tick
 from ..io.events import Pub
 from ..io.notifications import Match, Notification
@@ -102,7 +102,7 @@ class LocalCluster:
     """Dispatcher + M workers + merger. ``apply(events)`` mirrors ``Engine.apply``."""
 
     def __init__(self, plan: Plan, window: Window | str = "none", space: Space | None = None,
-                 index: str = "dkm", processes: bool = True, rarity: dict[str, int] | None = None,
+                 index: str = DEFAULT_INDEX, processes: bool = True, rarity: dict[str, int] | None = None,
                  rebalancer: Any = None, **params: Any) -> None:
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()

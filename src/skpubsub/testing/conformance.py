@@ -78,10 +78,9 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
     # score; 1e9: never (snapshots only loosen)
     "igpt": [{}, {"grid": 1, "group": 1, "kmax": 1.0}, {"grid": 64, "group": 2, "tighten": 0.0, "buffer": "cskyband"},
              {"grid": 4, "tighten": 1e9, "buffer": "skyband"}],
-    # auto: igpt (top-k) beside an aoiq grid whose pairs hold kNN only
-    "auto": [{}, {"grid": 1, "group": 1, "kmax": 1.0, "theta_u": 0.0},
-             {"grid": 64, "group": 2, "tighten": 0.0, "buffer": "cskyband", "theta_u": 1e9},
-             {"buffer": "skyband"}, {"buffer": "ckskyband", "kmax": 1.5}],
+    # auto: aoiq with pairs for kNN only (range and any as dkm, top-k under the prefix filter)
+    "auto": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 0.0, "refresh_from": 1},
+             {"buffer": "cskyband", "theta_u": 1e9, "warm_n": 0}, {"buffer": "ckskyband", "kmax": 1.5}],
 }
 
 

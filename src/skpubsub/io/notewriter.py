@@ -1,0 +1,174 @@
+"""The compiled notification writer: a run's notifications from columns to the bytes of
+``notifications.jsonl`` in one kernel pass, each distinct id and time encoded once.
+
+Per notification Python does nothing: the columns carry small integer codes (the
+subscription's and the objects' table slots, the pub's index in its run), NumPy finds
+the distinct ones, Python encodes only those (through a memo kept across runs, with
+``json_text``, so the bytes are ``note_line``'s), and the kernel copies template pieces
+and encoded values into one buffer. The pieces are cut from ``note_line``'s own
+templates (``notifications._MATCH_LINE`` ...), never written out here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .encode import json_value
+
+
+class Texts(NamedTuple):
+    """Encoded values (``pool[off[c]:off[c + 1]]`` is value ``c``'s UTF-8) and the template
+    pieces (``pieces[p_off[i]:p_off[i + 1]]``): match line 0-3, change line 4-8, list 9-11."""
+
+    pool: np.ndarray
+    off: np.ndarray
+    pieces: np.ndarray
+    p_off: np.ndarray
+
+
+class Coded(NamedTuple):
+    """Notifications by codes into ``Texts``: ``sub``, ``t`` and, per ``match``, one object
+    (``add[add_off[j]]``) or the added and removed lists (CSR)."""
+
+    sub: np.ndarray
+    t: np.ndarray
+    match: np.ndarray
+    add_off: np.ndarray
+    add: np.ndarray
+    rem_off: np.ndarray
+    rem: np.ndarray
+
+
+def _pieces() -> tuple[np.ndarray, np.ndarray]:
+    from .notifications import _CHANGE_LINE, _LIST_CLOSE, _LIST_OPEN, _LIST_SEP, _MATCH_LINE
+
+    parts = [p.replace("%%", "%") for p in _MATCH_LINE.split("%s")]
+    parts += [p.replace("%%", "%") for p in _CHANGE_LINE.split("%s")]
+    parts += [_LIST_OPEN, _LIST_SEP, _LIST_CLOSE]
+    assert len(parts) == 12, parts
+    data = [p.encode("utf-8") for p in parts]
+    off = np.zeros(len(data) + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(d) for d in data])
+    return np.frombuffer(b"".join(data), dtype=np.uint8).copy(), off
+
+
+_PIECES: tuple[np.ndarray, np.ndarray] | None = None
+
+def encoded(values: list) -> list[bytes]:
+    return [json_value(v).encode("utf-8") for v in values]
+
+
+def texts_of(groups: list[list]) -> tuple[Texts, list[int]]:
+    """One pool of the encoded values of each group, and each group's first code."""
+    global _PIECES
+    if _PIECES is None:
+        _PIECES = _pieces()
+    data: list[bytes] = []
+    bases = []
+    for g in groups:
+        bases.append(len(data))
+        data += encoded(g)
+    off = np.zeros(len(data) + 1, dtype=np.int64)
+    off[1:] = np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=len(data)))
+    pool = np.frombuffer(b"".join(data), dtype=np.uint8)
+    return Texts(pool, off, *_PIECES), bases
+
+
+@njit(cache=True)
+def _put(out, n, src, lo, hi):
+    for i in range(lo, hi):
+        out[n] = src[i]
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def _value(out, n, tx, c):
+    return _put(out, n, tx.pool, tx.off[c], tx.off[c + 1])
+
+
+@njit(cache=True)
+def _piece(out, n, tx, i):
+    return _put(out, n, tx.pieces, tx.p_off[i], tx.p_off[i + 1])
+
+
+@njit(cache=True)
+def _list(out, n, tx, codes, lo, hi):
+    n = _piece(out, n, tx, 9)
+    for j in range(lo, hi):
+        if j > lo:
+            n = _piece(out, n, tx, 10)
+        n = _value(out, n, tx, codes[j])
+    return _piece(out, n, tx, 11)
+
+
+@njit(cache=True)
+def size(cd, tx):
+    """The bytes ``write`` will write."""
+    vl, pl = np.diff(tx.off), np.diff(tx.p_off)
+    n = 0
+    for j in range(len(cd.sub)):
+        n += vl[cd.sub[j]] + vl[cd.t[j]]
+        if cd.match[j]:
+            n += pl[0] + pl[1] + pl[2] + pl[3] + vl[cd.add[cd.add_off[j]]]
+            continue
+        n += pl[4] + pl[5] + pl[6] + pl[7] + pl[8] + 2 * (pl[9] + pl[11])
+        for lo, hi, codes in ((cd.add_off[j], cd.add_off[j + 1], cd.add), (cd.rem_off[j], cd.rem_off[j + 1], cd.rem)):
+            if hi > lo:
+                n += (hi - lo - 1) * pl[10]
+            for i in range(lo, hi):
+                n += vl[codes[i]]
+    return n
+
+
+def block(notes) -> str | None:
+    """All lines of ``notes`` (``notifications.Notes`` with slot codes) as one string, or
+    None when a slot named two ids in the run (then the caller formats line by line)."""
+    s_slot, a_slot, r_slot = notes.codes
+    na = len(a_slot)
+    objs = np.concatenate([a_slot, r_slot])
+    ids = np.concatenate([notes.added, notes.removed])
+    groups, codes = [], []
+    for slots, values in ((s_slot, notes.sub), (notes.pub, notes.t), (objs, ids)):
+        _, first, inv = np.unique(slots, return_index=True, return_inverse=True)
+        firsts = values[first]
+        if not (firsts[inv] == values).all():  # cheap insurance: a slot reused within the run
+            return None
+        groups.append(firsts.tolist())
+        codes.append(inv.reshape(-1))
+    tx, bases = texts_of(groups)
+    o = codes[2] + bases[2]
+    cd = Coded(codes[0] + bases[0], codes[1] + bases[1], notes.match.astype(np.bool_), notes.add_off, o[:na],
+               notes.rem_off, o[na:])
+    out = np.empty(size(cd, tx), dtype=np.uint8)
+    write(cd, tx, out)
+    return out.tobytes().decode("utf-8")
+
+
+@njit(cache=True)
+def write(cd, tx, out):
+    """The lines of ``cd`` into ``out`` (``size`` bytes); returns the bytes written."""
+    n = 0
+    for j in range(len(cd.sub)):
+        if cd.match[j]:
+            parts = (0, 1, 2, 3)
+        else:
+            parts = (4, 5, 6, 7)
+        n = _piece(out, n, tx, parts[0])
+        n = _value(out, n, tx, cd.sub[j])
+        n = _piece(out, n, tx, parts[1])
+        n = _value(out, n, tx, cd.t[j])
+        n = _piece(out, n, tx, parts[2])
+        if cd.match[j]:
+            n = _value(out, n, tx, cd.add[cd.add_off[j]])
+        else:
+            n = _list(out, n, tx, cd.add, cd.add_off[j], cd.add_off[j + 1])
+            n = _piece(out, n, tx, 7)
+            n = _list(out, n, tx, cd.rem, cd.rem_off[j], cd.rem_off[j + 1])
+            n = _piece(out, n, tx, 8)
+            continue
+        n = _piece(out, n, tx, parts[3])
+    return n

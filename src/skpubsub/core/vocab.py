@@ -83,27 +83,39 @@ class Vocabulary:
 
     def hold(self, ids) -> None:
         """Several holders took ``ids`` (one after another, repeats counted): O(len(ids))."""
-        if len(ids):
-            ids = np.asarray(ids, dtype=np.int64)
-            self._dormant -= len(np.unique(ids[self.refs[ids] == 0]))
-            np.add.at(self.refs, ids, 1)
+        refs = self.refs
+        if len(ids) <= 64:  # a short run: plain Python beats array calls
+            woke = 0
+            for i in ids:
+                r = refs[i]
+                woke += r == 0
+                refs[i] = r + 1
+            self._dormant -= int(woke)
+        elif len(ids):
+            u, c = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)  # (ufunc.at is slow)
+            self._dormant -= int(np.count_nonzero(refs[u] == 0))
+            refs[u] += c
 
     def release(self, ids) -> None:
         """Holders of ``ids`` left (repeats counted); ids nobody holds are forgotten:
         O(len(ids)), vectorised (a freed run of objects releases at once)."""
-        ids = np.asarray(ids, dtype=np.int64)
-        if not len(ids):
+        refs = self.refs
+        if len(ids) <= 8:  # one subscription or object: plain Python beats array calls
+            small = [int(i) for i in ids]
+            if all(refs[i] > 0 for i in small) and len(set(small)) == len(small):
+                gone_l = []
+                for i in small:
+                    r = refs[i] - 1
+                    refs[i] = r
+                    if r == 0:
+                        gone_l.append(i)
+                gone = np.asarray(gone_l, dtype=np.int64) if gone_l else None
+            else:  # repeats, or an error to report
+                gone = self._release_array(np.asarray(small, dtype=np.int64))
+        else:
+            gone = self._release_array(np.asarray(ids, dtype=np.int64))
+        if gone is None:
             return
-        np.subtract.at(self.refs, ids, 1)
-        left = self.refs[ids]
-        if (left < 0).any():
-            np.add.at(self.refs, ids, 1)  # nothing changed
-            bad = int(ids[np.argmax(left < 0)])
-            raise ValueError(f"keyword id {bad} released more often than acquired")
-        gone = ids[left == 0]
-        if not len(gone):
-            return
-        gone = np.unique(gone)
         self._dormant += len(gone)
         if self.slack is not None:
             if self._dormant <= self.slack + len(self._ids) - self._dormant:
@@ -112,6 +124,19 @@ class Vocabulary:
             gone = np.flatnonzero(self.refs[:n] == 0)  # every dormant word, at once
             gone = gone[[self.words[i] is not None for i in gone.tolist()]]
         self._forget(gone)
+
+    def _release_array(self, ids: np.ndarray) -> np.ndarray | None:
+        """The counting part of ``release``: the ids left unheld (sorted), or None."""
+        if not len(ids):
+            return None
+        u, c = np.unique(ids, return_counts=True)
+        refs = self.refs
+        left = refs[u] - c
+        if (left < 0).any():  # nothing changed
+            raise ValueError(f"keyword id {int(u[np.argmax(left < 0)])} released more often than acquired")
+        refs[u] = left
+        gone = u[left == 0]
+        return gone if len(gone) else None
 
     def _forget(self, gone: np.ndarray) -> None:
         words, known = self.words, self._ids

@@ -91,6 +91,7 @@ class Engine:
         self.external = external_expiry
         self.alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
         self._origin: int | None = None  # what the float64 lives are relative to (``_lives``)
+        self._unheld: list[np.ndarray] = []  # keyword ids of freed objects, not yet released
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
@@ -218,8 +219,8 @@ class Engine:
         """Free the forgotten objects that are neither alive nor held by a result."""
         c = self.objs.cols
         gone = [o for o in self._unref if c.refs[o] == 0 and not c.alive[o]]
-        if gone:
-            self.vocab.release(self.objs.keywords_csr(np.asarray(gone, dtype=np.int64))[1])
+        if gone:  # their keywords are released once per apply (``_recycle_keywords``)
+            self._unheld.append(self.objs.keywords_csr(np.asarray(gone, dtype=np.int64))[1])
             self.objs.free_many(gone)
         self._unref.clear()
 
@@ -228,6 +229,9 @@ class Engine:
         "Memory"). The per-keyword structures need no purge first: index postings tell live
         entries by the slot's epoch, alive postings by the object's seq, so an entry left
         under a forgotten id is dead for whatever keyword gets the id next. O(freed)."""
+        if self._unheld:  # freed objects' keywords, released at once (per-run calls cost ~15%)
+            unheld, self._unheld = self._unheld, []
+            self.vocab.release(np.concatenate(unheld))
         self.vocab.released()
         self.vocab.recycle()
 
@@ -577,6 +581,7 @@ class Engine:
         held = np.concatenate([self.objs.keywords_csr(np.flatnonzero(in_use))[1],
                                *[self.subs.kw.id[int(c.kw_off[s]):int(c.kw_off[s]) + int(c.kw_len[s])]
                                  for s in live.tolist()]]).astype(np.int64)
+        held = np.concatenate([held, *[u.astype(np.int64) for u in self._unheld]])  # released at apply's end
         want = np.bincount(held, minlength=len(v))[: len(v)]
         assert np.array_equal(want, v.refs[: len(v)]), "keyword references drifted"
         kept = in_use & ~oc.alive[: oc.top] & (oc.refs[: oc.top] == 0)

@@ -85,13 +85,17 @@ def post_slot(st, s, epoch, level, box, kws, lmax):
 
 @njit(cache=True)
 def _tokens(s, subs, grid, out):
-    """What slot ``s`` is posted under, into ``out`` (``_keywords``' rule, but top-k classes):
-    its token, else an `all` subscription's least frequent keyword, else its keywords."""
+    """What slot ``s`` is posted under, into ``out`` (``_keywords``' rule): its token, else a
+    prefix-filtered top-k subscription's classes, else an `all` subscription's least
+    frequent keyword, else its keywords. (``grid.prefix`` is on while the index holds
+    prefix-filtered top-k slots, so with a top-k slot in hand it says the index filters.)"""
     r = subs.rec[s]
     if grid.slots[s].tok >= 0:
         out[0] = grid.slots[s].tok
         return 1
     off, ln = r.kw_off, r.kw_len
+    if grid.prefix and r.kind == K_TOPK:  # its keyword classes at the posted rule (prefix filter)
+        return post_tokens(off, ln, subs.kw_id, grid.slots[s].pkth, r.alpha, grid.rb, out)
     if r.match_all and ln > 1:
         best = off
         for j in range(off + 1, off + ln):
@@ -114,6 +118,10 @@ def regions(slots, subs, grid, ext):
     for s in slots:
         r = subs.rec[s]
         box = sl[s].box
+        pre = grid.prefix and r.kind == K_TOPK
+        if pre:  # the prefix order follows the frequencies as they are now
+            prefix_bounds(r.kw_off, r.kw_len, subs.kw_id, subs.kw_ws, grid.freq, grid.rb)
+            sl[s].pkth = r.kth
         if extent(r, grid.geo[4], ext):
             level = slot_level(s, subs, grid, ext, box)
         else:
@@ -125,6 +133,8 @@ def regions(slots, subs, grid, ext):
         kw0 = -1
         if sl[s].tok >= 0:
             n = 1
+        elif pre:
+            n = _tokens(s, subs, grid, np.empty(r.kw_len, dtype=np.int64))
         elif r.match_all:  # posted under one keyword: the kernel's kw0 test
             n = _tokens(s, subs, grid, one)
             kw0 = one[0]
@@ -301,8 +311,8 @@ class CompiledGrid(SubscriptionIndex):
         self.maybe_compact()
 
     def place_many(self, slots: np.ndarray) -> None:
-        """``place`` of each slot in turn, in two compiled passes (regions, then postings),
-        for slots the prefix filter does not post (the caller's choice)."""
+        """``place`` of each slot in turn, in two compiled passes (regions, then postings);
+        prefix-filtered top-k slots must be counted in ``n_topk`` first."""
         self.fit(int(slots.max()))
         fresh = self.nkw[slots] == 0
         self.live_entries -= int(sum(self._cells(s) * int(self.nkw[s]) for s in slots[~fresh].tolist()))
@@ -314,11 +324,9 @@ class CompiledGrid(SubscriptionIndex):
         self.maybe_compact()
 
     def insert_many(self, slots: np.ndarray) -> None:
-        if self.prefix and np.any(self.subs.cols.kind[slots] == K_TOPK):
-            for s in slots.tolist():  # top-k classes follow the frequencies one by one
-                CompiledGrid.insert(self, s)
-        else:
-            self.place_many(slots)
+        if self.prefix:
+            self.n_topk += int(np.count_nonzero(self.subs.cols.kind[slots] == K_TOPK))
+        self.place_many(slots)
 
     def _post(self, s: int, kws: np.ndarray) -> None:
         """Entries for slot ``s`` under its epoch, level and box: O(cells x keywords)."""

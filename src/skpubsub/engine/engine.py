@@ -91,7 +91,8 @@ class Engine:
         self.external = external_expiry
         self.alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
         self._origin: int | None = None  # what the float64 lives are relative to (``_lives``)
-        self._unheld: list[np.ndarray] = []  # keyword ids of freed objects, not yet released
+        self._unheld: list[np.ndarray] = []  # keyword ids of freed objects and ended subs, not yet released
+        self._held: list = []  # keyword ids of runs of new objects and subs, not yet counted
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
@@ -146,7 +147,7 @@ class Engine:
                 out.extend(self.apply_one(ev))
             return
         kw_ids = self.vocab.ids([w for ev in evs for w in ev.keywords])  # one lookup pass for the run
-        self.vocab.hold(kw_ids)
+        self._held.append(kw_ids)  # counted at the end of the apply (``_recycle_keywords``)
         slots = self.subs.add_many(evs, kw_ids)
         self.index.insert_many(slots)
         for ev, s in zip(evs, slots.tolist()):
@@ -229,9 +230,12 @@ class Engine:
         "Memory"). The per-keyword structures need no purge first: index postings tell live
         entries by the slot's epoch, alive postings by the object's seq, so an entry left
         under a forgotten id is dead for whatever keyword gets the id next. O(freed)."""
-        if self._unheld:  # freed objects' keywords, released at once (per-run calls cost ~15%)
+        if self._held:  # runs of new holders, counted at once (per-run calls cost ~15%) ...
+            held, self._held = self._held, []
+            self.vocab.hold(np.concatenate([np.asarray(h, dtype=np.int64) for h in held]))
+        if self._unheld:  # ... before the holders that left: nothing is forgotten in between
             unheld, self._unheld = self._unheld, []
-            self.vocab.release(np.concatenate(unheld))
+            self.vocab.release(np.concatenate([u.astype(np.int64) for u in unheld]))
         self.vocab.released()
         self.vocab.recycle()
 
@@ -322,7 +326,7 @@ class Engine:
         self._old.pop(s, None)
         c = self.subs.cols
         off = int(c.kw_off[s])
-        self.vocab.release(self.subs.kw.id[off:off + int(c.kw_len[s])])  # SPEC 6, "Memory"
+        self._unheld.append(self.subs.kw.id[off:off + int(c.kw_len[s])].copy())  # SPEC 6, "Memory"
         self.subs.remove(s)
 
     def _release(self, o: int) -> None:
@@ -350,7 +354,7 @@ class Engine:
         kws = [ids(ev.keywords) for ev in evs]
         for kw in kws:
             count(kw)
-        self.vocab.hold([i for kw in kws for i in kw])  # held until the slots are freed
+        self._held.append([i for kw in kws for i in kw])  # held until the slots are freed
         expiry = self.clock.expiry
         lives = self._lives([expiry(ev.t, ev.expires, ev.seq) for ev in evs])
         return self.objs.add_many(evs, kws, lives, alive=self.window.retains).tolist()
@@ -583,6 +587,8 @@ class Engine:
                                  for s in live.tolist()]]).astype(np.int64)
         held = np.concatenate([held, *[u.astype(np.int64) for u in self._unheld]])  # released at apply's end
         want = np.bincount(held, minlength=len(v))[: len(v)]
+        for h in self._held:  # counted at apply's end
+            np.subtract.at(want, np.asarray(h, dtype=np.int64), 1)
         assert np.array_equal(want, v.refs[: len(v)]), "keyword references drifted"
         kept = in_use & ~oc.alive[: oc.top] & (oc.refs[: oc.top] == 0)
         assert not kept.any(), ("object slots neither alive nor held (leaked)", np.flatnonzero(kept)[:5])

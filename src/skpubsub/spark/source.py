@@ -182,10 +182,7 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         keys = self.config.get("keys")
         if keys:  # worker ids -> grouping keys that put each worker in its own partition
             rows = [(keys[w] if w != DRIVER else keys[-1], p, payload, t) for w, p, payload, t in rows]
-        by_worker: dict[int, list] = {}
-        for r in rows:
-            by_worker.setdefault(r[0], []).append(r)
-        return [Rows(v) for _, v in sorted(by_worker.items())] or [Rows([])]
+        return [Rows(rows)]  # one read task per batch: the shuffle after it places the rows
 
     def read(self, partition: Rows) -> Iterator[tuple]:
         yield from partition.rows

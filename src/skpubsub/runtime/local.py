@@ -9,6 +9,7 @@ single engine's for every plan (tested against the reference engine).
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -41,7 +42,9 @@ def _query(engine, ids: list) -> dict:
 
 
 def _worker_main(conn, window: Window, space: Space, index: str, params: dict) -> None:
-    """A worker process: one engine, driven over a pipe."""
+    """A worker process: one engine, driven over a pipe. Ctrl-C is the parent's to handle (one
+    line, exit 130; SPEC 7): the worker ignores SIGINT and ends when its pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     engine = make_engine(index, window, space, external_expiry=True, **params)
     while True:
         try:

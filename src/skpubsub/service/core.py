@@ -597,7 +597,7 @@ class Core:
         for ev, _ in seg:
             if isinstance(ev, Unsub):
                 self._end(regs[ev.id], "unsub", touched)
-        for _, reg in self.sub_clock.subs_ending(float(seg[-1][0].t)):
+        for _, reg in self.sub_clock.subs_ending(seg[-1][0].t):
             if reg.ended is None:
                 self._end(reg, "expired", touched)
 
@@ -704,10 +704,10 @@ class Core:
         (by the engine's own clock rule), every object since the last snapshot under none."""
         clock = self.obj_clock
         if self.window.kind == "time":
-            for q in clock.leaving(float(ev.t)):
+            for q in clock.leaving(ev.t):
                 self.objects.pop(q, None)
         if self.window.retains:
-            for q in clock.arrive(ev.seq, ev.seq, clock.expiry(float(ev.t), ev.expires, ev.seq)):
+            for q in clock.arrive(ev.seq, ev.seq, clock.expiry(ev.t, ev.expires, ev.seq)):
                 self.objects.pop(q, None)
         self.objects[ev.seq] = rec
 

@@ -80,7 +80,7 @@ INDEX_VARIANTS: dict[str, list[dict[str, Any]]] = {
              {"grid": 4, "tighten": 1e9, "buffer": "skyband"}],
     # auto: aoiq with pairs for kNN only (range and any as dkm, top-k under the prefix filter)
     "auto": [{}, {"grid": 4, "max_cells": 1, "kmax": 1.0, "theta_u": 0.0, "refresh_from": 1},
-             {"buffer": "cskyband", "theta_u": 1e9, "warm_n": 0}, {"buffer": "ckskyband", "kmax": 1.5}],
+             {"buffer": "cskyband", "theta_u": 1e9, "warm_n": 0}],
 }
 
 

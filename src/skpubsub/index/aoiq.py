@@ -27,8 +27,6 @@ stays lazy (the epoch rule of :mod:`postings`), as the paper's delayed deletion.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 

@@ -153,22 +153,18 @@ def write(cd, tx, out):
     """The lines of ``cd`` into ``out`` (``size`` bytes); returns the bytes written."""
     n = 0
     for j in range(len(cd.sub)):
-        if cd.match[j]:
-            parts = (0, 1, 2, 3)
-        else:
-            parts = (4, 5, 6, 7)
-        n = _piece(out, n, tx, parts[0])
+        p = 0 if cd.match[j] else 4  # the line's first template piece
+        n = _piece(out, n, tx, p)
         n = _value(out, n, tx, cd.sub[j])
-        n = _piece(out, n, tx, parts[1])
+        n = _piece(out, n, tx, p + 1)
         n = _value(out, n, tx, cd.t[j])
-        n = _piece(out, n, tx, parts[2])
+        n = _piece(out, n, tx, p + 2)
         if cd.match[j]:
             n = _value(out, n, tx, cd.add[cd.add_off[j]])
+            n = _piece(out, n, tx, 3)
         else:
             n = _list(out, n, tx, cd.add, cd.add_off[j], cd.add_off[j + 1])
             n = _piece(out, n, tx, 7)
             n = _list(out, n, tx, cd.rem, cd.rem_off[j], cd.rem_off[j + 1])
             n = _piece(out, n, tx, 8)
-            continue
-        n = _piece(out, n, tx, parts[3])
     return n

@@ -182,6 +182,26 @@ def test_signal_is_one_line_and_keeps_the_previous_outputs(tmp_path: Path, sig: 
     assert _snapshot(out) == snap
 
 
+def test_ctrl_c_with_worker_processes_is_one_line(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C reaches the whole process group: worker processes too. Before,
+    each worker added a traceback (``Process SpawnProcess-N: ...``) to the parent's line."""
+    out, snap = _previous_run(tmp_path)
+    src = _big(tmp_path)
+    p = subprocess.Popen([EXE, "run", str(src), "--out", str(out), "--workers", "2", "--partitioner", "hash",
+                          "--init-objects", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    tmp = out / f".notifications.jsonl.{p.pid}.tmp"
+    deadline = time.monotonic() + 90
+    while not (tmp.exists() and tmp.stat().st_size) and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130
+    assert err == "skpubsub: error: interrupted (SIGINT); outputs left as they were\n"
+    assert _snapshot(out) == snap
+
+
 def test_temporary_files_of_a_killed_run_are_swept(tmp_path: Path) -> None:
     out, _ = _previous_run(tmp_path)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,

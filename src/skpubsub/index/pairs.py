@@ -194,8 +194,9 @@ def assign_many(slots, subs, kinds, book, cost, tok, pair_of, srt):
     for n in range(len(slots)):
         s = slots[n]
         r = rec[s]
-        m = _sorted_unique(subs.kw_id, r.kw_off, r.kw_len, srt) if r.match_all else 0
-        if m < 2 or not (kinds >> r.kind) & 1:
+        pairs = r.match_all and r.kw_len > 1 and (kinds >> r.kind) & 1
+        m = _sorted_unique(subs.kw_id, r.kw_off, r.kw_len, srt) if pairs else 0
+        if m < 2:
             tok[s] = -1
             pair_of[s] = -1
             continue

@@ -57,15 +57,12 @@ class Vocabulary:
         return i
 
     def ids(self, words: tuple[str, ...]) -> list[int]:
-        out = list(map(self._ids.get, words))  # known words at C speed; new ones through ``id``
-        if None in out:
-            j = out.index(None)
-            while True:  # the new words only (list.index scans in C)
-                out[j] = self.id(words[j])
-                try:
-                    j = out.index(None, j + 1)
-                except ValueError:
-                    break
+        get = self._ids.get
+        out = list(map(get, words))  # known words at C speed
+        if None in out:  # each distinct new word through ``id`` once, in order of first use
+            for w in dict.fromkeys(w for w, i in zip(words, out) if i is None):
+                self.id(w)
+            out = list(map(get, words))
         return out
 
     def count(self, ids: list[int]) -> None:

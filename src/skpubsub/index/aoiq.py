@@ -53,6 +53,8 @@ def _kind_mask(kinds: str) -> int:
     if wrong:
         raise ValueError(f"aoiq: unknown kind {wrong[0]!r} in kinds; known: range, knn, topk")
     return sum(1 << _KINDS[k] for k in set(names))
+
+
 THETA_N = 1e-4  # the memory-based cost model's θ (nodecost): update cost against verification
 
 

@@ -212,11 +212,8 @@ class Notes:
     def json_lines(self) -> list[str]:
         """The notifications as output lines, ``note_line`` of each byte for byte, without
         making their objects (ids and times through ``json_value``)."""
-        def enc(values: list) -> list[str]:
-            return [json_value(v) for v in values]
-
-        subs, times = enc(self.sub.tolist()), enc(self.t.tolist())
-        added, removed = enc(self.added.tolist()), enc(self.removed.tolist())
+        subs, times, added, removed = ([json_value(v) for v in a.tolist()]
+                                       for a in (self.sub, self.t, self.added, self.removed))
         ao, ro = self.add_off.tolist(), self.rem_off.tolist()
         join = _LIST_SEP.join
         lines = []

@@ -147,3 +147,75 @@ def test_engine_vocabulary_bounded_under_a_window(index: str) -> None:
     assert v.live <= 64 + 2 * held, v.live  # plus at most slack + held unheld ones
     assert len(v) < 2_000, len(v)  # ids in use plus what one batch of 500 may free
     assert v.freq[v.id("c")] > 0
+
+
+# -- the multi-worker runtime: the dispatcher's per-keyword maps --------------------------------
+def _endless_file(path, n: int) -> None:
+    """``n`` events under an endless vocabulary: objects with two new words and a common one,
+    subscriptions of every kind with a new word (half expire, half are unsubscribed later)."""
+    import json
+    import random
+
+    rng = random.Random("endless-dispatch")
+    active: list[str] = []
+    with open(path, "w") as f:
+        for i in range(n):
+            r = rng.random()
+            if r < 0.8:
+                rec = {"op": "pub", "t": i, "id": i, "x": rng.uniform(-180, 180), "y": rng.uniform(-90, 90),
+                       "keywords": [f"w{i}", f"v{i}", "c"]}
+            elif r < 0.9 or not active:
+                kind = rng.choice(("knn", "range", "topk"))
+                rec = {"op": "sub", "t": i, "id": f"s{i}", "kind": kind, "keywords": [f"q{i}", f"w{i - 1}", "c"]}
+                if kind == "range":
+                    rec.update(rect=[-20, -20, 20, 20], match=rng.choice(("all", "any")))
+                else:
+                    rec.update(x=0, y=0, k=2)
+                    rec.update(alpha=0.5) if kind == "topk" else rec.update(match=rng.choice(("all", "any")))
+                if rng.random() < 0.5:
+                    rec["expires"] = i + 300
+                else:
+                    active.append(rec["id"])
+            else:
+                rec = {"op": "unsub", "t": i, "id": active.pop(rng.randrange(len(active)))}
+            f.write(json.dumps(rec) + "\n")
+
+
+@pytest.mark.parametrize("partitioner", ["dkm", "prefix"])
+def test_dispatcher_maps_level_off_on_an_endless_vocabulary(tmp_path, monkeypatch, partitioner: str) -> None:
+    """``run --workers 2 --partitioner P`` (the runtime in one process) over 6,000 events under
+    ``time:40`` whose words never come back: the dispatcher's maps (keyword -> workers of the
+    subscriptions posted under it, keyword -> alive objects, alive objects, subscriptions) and
+    each worker engine's vocabulary stay at what the window and the live subscriptions hold,
+    from the first quarter of the run to its end."""
+    from skpubsub.runtime import local, runner
+
+    sizes: list[tuple[int, ...]] = []
+
+    class Watched(local.LocalCluster):
+        def __init__(self, *a, **k) -> None:
+            super().__init__(*a, **k)
+            for c in self._conns:  # unheld words kept before a purge (the engine's default is larger)
+                c.engine.vocab.slack = 64
+
+        def apply(self, events):
+            out = super().apply(events)
+            d = self.dispatcher
+            vocab = max(c.engine.vocab.live for c in self._conns)
+            sizes.append((len(d.kw_workers), len(d._alive_kw), len(d.alive), len(d.where), len(d._keys),
+                          len(d.subs), len(d.clock._subs), vocab))
+            return out
+
+    monkeypatch.setattr(local, "LocalCluster", Watched)
+    src = tmp_path / "events.jsonl"
+    _endless_file(src, 6_000)
+    runner.run(src, tmp_path / "out", window="time:40", workers=2, partitioner=partitioner, processes=False,
+               batch_size=500, init_objects=200, progress=False)
+    assert len(sizes) >= 16
+    first = [max(col) for col in zip(*sizes[: len(sizes) // 4])]
+    last = [max(col) for col in zip(*sizes[len(sizes) // 2:])]
+    # 40 time units hold ~32 objects (3 words each) and ~300 units of subscriptions ~60 of them
+    bounds = (3 * 80, 3 * 40 + 1, 40, 80, 80, 80, 80, 64 + 2 * 3 * 120)
+    for name, a, b, bound in zip(("kw_workers", "_alive_kw", "alive", "where", "_keys", "subs", "clock", "vocab"),
+                                 first, last, bounds):
+        assert b <= bound and b <= 2 * a + 8, (name, a, b, bound)

@@ -210,8 +210,8 @@ def test_dispatcher_maps_level_off_on_an_endless_vocabulary(tmp_path, monkeypatc
     src = tmp_path / "events.jsonl"
     _endless_file(src, 6_000)
     runner.run(src, tmp_path / "out", window="time:40", workers=2, partitioner=partitioner, processes=False,
-               batch_size=500, init_objects=200, progress=False)
-    assert len(sizes) >= 16
+               batch_size=250, init_objects=200, progress=False)
+    assert len(sizes) >= 20
     first = [max(col) for col in zip(*sizes[: len(sizes) // 4])]
     last = [max(col) for col in zip(*sizes[len(sizes) // 2:])]
     # 40 time units hold ~32 objects (3 words each) and ~300 units of subscriptions ~60 of them

@@ -102,3 +102,70 @@ def test_nothing_writable_compiles_in_memory(tmp_path: Path) -> None:
     r = _run(tmp_path, str(tmp_path / "ro-tmp"))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "added=('o',)" in r.stdout, r.stdout
+
+
+# -- a cache that fails after start (issue 18, SPEC 7): a real tmpfs, full or remounted read-only --
+LATE = """
+import sys, skpubsub, numba
+print("CACHE", numba.config.CACHE_DIR, flush=True)
+sys.stdin.readline()  # the parent fills the file system or remounts it read-only meanwhile
+from skpubsub.index.prefix import size_class  # cache=True kernels, compiled and saved from here
+assert size_class(4) == 2
+from skpubsub.runtime.engines import make_engine
+from skpubsub.io.validate import Gate
+g = Gate("none")
+e = make_engine("grid", "none")
+e.apply([g.admit({"op": "sub", "t": 0, "id": "s", "kind": "knn", "k": 1, "x": 0, "y": 0, "keywords": ["a"]})])
+print(e.apply([g.admit({"op": "pub", "t": 1, "id": "o", "x": 1, "y": 1, "keywords": ["a"]})]))
+"""
+
+
+def _fill(path: Path) -> None:
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 65536)
+        except OSError:
+            pass
+        try:
+            while True:
+                f.write(b"\0" * 512)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("how", ["full", "read-only"])
+def test_cache_failing_after_start_falls_back_silently(tmp_path: Path, how: str) -> None:
+    """The package and HOME on a small tmpfs; the cache folder is chosen and usable at import,
+    then the file system fills up (ENOSPC on the kernels' cache writes) or is remounted
+    read-only (EROFS). Before: OSError / "no locator available" tracebacks, or (with HOME
+    writable) the kernels cached under ~/.cache keyed by their own file only. Now: the kernels
+    compile in memory, the run's answer is right, nothing on stderr."""
+    if not sys.platform.startswith("linux") or os.getuid() != 0:
+        pytest.skip("mounting a tmpfs needs root on Linux")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        shutil.copytree(Path(skpubsub.__file__).parent, mnt / "site" / "skpubsub",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        (mnt / "home").mkdir()
+        (mnt / "tmp").mkdir()
+        env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
+        env.update(HOME=str(mnt / "home"), TMPDIR=str(mnt / "tmp"), PYTHONPATH=str(mnt / "site"),
+                   PYTHONDONTWRITEBYTECODE="1")
+        p = subprocess.Popen([sys.executable, "-c", LATE], env=env, cwd=str(tmp_path), text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        first = p.stdout.readline()
+        assert first.startswith(f"CACHE {mnt}/site/skpubsub/__pycache__/numba-"), (first, p.stderr.read())
+        if how == "full":
+            _fill(mnt / "filler")
+        else:
+            subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        out, err = p.communicate("go\n", timeout=600)
+        assert p.returncode == 0 and err == "", err[-3000:]
+        assert "added=('o',)" in out, out
+        assert not list(mnt.rglob("*.nbi")) and not (mnt / "home" / ".cache").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])

@@ -67,14 +67,58 @@ def _compile_in_memory() -> None:
     dispatcher.Dispatcher.enable_caching = lambda self: None  # keeps the default NullCache
 
 
+def _guard_cache(ours: bool) -> None:
+    """A cache that stops working after start (a full disk, a folder made read-only, a
+    damaged file) falls back silently (SPEC section 7): a failed write leaves the kernel
+    compiled in memory, a failed read compiles it again, a function whose cache folder is
+    no longer usable is not cached, never a traceback. With ``ours`` (the folder chosen
+    here), Numba is not let fall back to the package's ``__pycache__`` or ``~/.cache``:
+    those are keyed by each kernel's own file only (stale helpers) and HOME stays
+    untouched."""
+    from numba.core import caching, dispatcher
+
+    if getattr(caching.Cache, "_skpubsub_guarded", False):
+        return
+    save, load, enable = caching.Cache.save_overload, caching.Cache.load_overload, dispatcher.Dispatcher.enable_caching
+
+    def save_overload(self, sig, data):
+        try:
+            save(self, sig, data)
+        except Exception:  # the kernel stays compiled in memory; nothing else to do
+            pass
+
+    def load_overload(self, sig, target_context):
+        try:
+            return load(self, sig, target_context)
+        except Exception:  # unreadable or damaged: compile again
+            return None
+
+    def enable_caching(self):
+        try:
+            enable(self)
+        except (OSError, RuntimeError):  # "no locator available": keep the NullCache
+            pass
+
+    caching.Cache.save_overload, caching.Cache.load_overload = save_overload, load_overload
+    dispatcher.Dispatcher.enable_caching = enable_caching
+    caching.Cache._skpubsub_guarded = True
+    if ours:
+        impl = getattr(caching, "CacheImpl", getattr(caching, "_CacheImpl", None))  # names of Numba >= 0.59 / before
+        user = getattr(caching, "UserProvidedCacheLocator", getattr(caching, "_UserProvidedCacheLocator", None))
+        if impl is not None and user is not None:
+            impl._locator_classes = [user]
+
+
 def _numba_cache_dir() -> None:
     """Numba keys a cached kernel by its own file only, so a kernel that calls a helper in
     another module keeps running the helper's old code after that file changes. Cache
     under a directory named for the state of every module instead: an edit anywhere
     starts a fresh cache. Nothing is deleted here (several processes may share the tree;
     ``make clean`` removes old caches). Once per process; a ``NUMBA_CACHE_DIR`` set by the
-    user wins; when no folder is writable, kernels compile in memory (SPEC section 7)."""
+    user wins; when no folder is writable, kernels compile in memory (SPEC section 7), and a
+    cache that fails later falls back silently (``_guard_cache``)."""
     if "NUMBA_CACHE_DIR" in _os.environ:
+        _guard_cache(ours=False)
         return
     try:
         here = _os.path.dirname(_os.path.abspath(__file__))
@@ -85,6 +129,7 @@ def _numba_cache_dir() -> None:
         import numba
 
         numba.config.CACHE_DIR = cache
+        _guard_cache(ours=True)
     else:
         _compile_in_memory()
 

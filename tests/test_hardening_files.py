@@ -213,3 +213,103 @@ def test_temporary_files_of_a_killed_run_are_swept(tmp_path: Path) -> None:
     assert main(["run", str(_events(tmp_path)), "--out", str(out)]) == 0
     assert not stale.exists() and keep.exists()
     assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, "notes.txt"])
+
+
+# -- SIGKILL while the outputs are put in place (io/sinks._install) ------------------------------
+OTHER = [
+    b'{"op":"sub","id":"q","t":0,"kind":"range","rect":[-5,-5,5,5],"keywords":["b"]}',
+    b'{"op":"pub","id":"p1","t":1,"x":1,"y":1,"keywords":["b"]}',
+    b'{"op":"sub","id":"n","t":1,"kind":"knn","x":0,"y":0,"k":1,"keywords":["b"]}',
+    b'{"op":"pub","id":"p2","t":2,"x":0,"y":0,"keywords":["b"]}',
+    b'{"op":"pub","id":"bad","t":1}',
+    b"[]",
+]
+TIMING = ("wall_seconds", "engine_seconds", "objects_per_second")
+
+
+def _same_run(got: dict[str, bytes], ref: dict[str, bytes]) -> bool:
+    """Each file of ``got`` is the file of that name in ``ref`` (metrics up to its timings)."""
+    for name, data in got.items():
+        if name == "metrics.json":
+            a, b = json.loads(data), json.loads(ref[name])
+            if {k: v for k, v in a.items() if k not in TIMING} != {k: v for k, v in b.items() if k not in TIMING}:
+                return False
+        elif data != ref[name]:
+            return False
+    return True
+
+
+def _kill_at(out: Path, events: Path, step: int) -> bool:
+    """Fork a child that runs ``run events --out out`` and stops before the ``step``-th file
+    operation in ``out`` (a created marker, a removal, a rename) once its last temporary file
+    (metrics) is written, as at a breakpoint; SIGKILL it there. An audit hook (the test's, in
+    the child only) finds the point: nothing in the program knows. False if the child
+    finished before that step."""
+    from skpubsub.runtime.runner import run
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            os.close(r)
+            seen = [None]
+
+            def hook(event: str, args: tuple) -> None:
+                if event not in ("open", "os.remove", "os.rename") or not str(args[0]).startswith(str(out)):
+                    return
+                name = os.path.basename(str(args[0]))
+                if seen[0] is None:
+                    if event == "open" and name.startswith(".metrics.json."):
+                        seen[0] = 0
+                    return
+                if event == "open" and not name.startswith(".commit."):
+                    return
+                if seen[0] == step:
+                    os.write(w, b"x")
+                    time.sleep(60)
+                seen[0] += 1
+
+            sys.addaudithook(hook)
+            run(events, out, progress=False)
+            os.write(w, b"d")
+        finally:
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.close(r)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return got == b"x"
+
+
+def test_sigkill_while_outputs_are_put_in_place(tmp_path: Path) -> None:
+    """Killed at the commit marker, at each removal of the previous files, at each rename and
+    at the marker's removal: DIR never holds files of two runs (a metrics.json means the whole
+    set), the next run into DIR completes the killed run's committed set first (a run failing
+    right after still leaves it whole), and the same command again gives its outputs byte for
+    byte. Before: a kill between the renames left the new notifications beside the previous
+    results and metrics."""
+    from skpubsub.io.sinks import RunWriter
+    from skpubsub.runtime.runner import run
+
+    a, b = _events(tmp_path, "a.jsonl"), _events(tmp_path, "b.jsonl", OTHER)
+    run(a, tmp_path / "ref-a", progress=False)
+    run(b, tmp_path / "ref-b", progress=False)
+    ref_a, ref_b = _snapshot(tmp_path / "ref-a"), _snapshot(tmp_path / "ref-b")
+    step = 0
+    while True:
+        out = tmp_path / f"out{step}"
+        run(a, out, progress=False)
+        if not _kill_at(out, b, step):
+            break
+        left = {k: v for k, v in _snapshot(out).items() if not k.startswith(".")}
+        assert _same_run(left, ref_a) or _same_run(left, ref_b), (step, sorted(left))
+        assert "metrics.json" not in left or sorted(left) == sorted(OUTPUTS), (step, sorted(left))
+        RunWriter(out).abort()  # the next run, failing at once: the killed run's set completed first
+        done = _snapshot(out)
+        assert sorted(done) == sorted(OUTPUTS), (step, sorted(done))
+        assert _same_run(done, ref_a if step == 0 else ref_b), step
+        run(b, out, progress=False)  # the same command again
+        assert _same_run(_snapshot(out), ref_b) and sorted(_snapshot(out)) == sorted(OUTPUTS)
+        step += 1
+    assert step == 10  # the marker, 4 removals, 4 renames, the marker's removal

@@ -2,12 +2,23 @@
 
 SPEC section 7: the outputs appear atomically. Each file is written under a temporary name
 in ``DIR`` (``.NAME.PID.tmp``, created new: never through a symlink or over another file)
-and the four are renamed into place only when the run has ended successfully, with SIGINT
-and SIGTERM held off for those few renames. Until then ``DIR`` keeps the previous complete
-set, or none; a run that fails or is interrupted removes its temporary files (``abort``,
-also for every writer still open: ``abort_open``), and the next run into ``DIR`` removes
-those a killed run left behind. A rename replaces a symlink planted at a final name, it
-does not write through it.
+and the four are put in place only when the run has ended successfully, with SIGINT and
+SIGTERM held off meanwhile. Until then ``DIR`` keeps the previous complete set, or none; a
+run that fails or is interrupted removes its temporary files (``abort``, also for every
+writer still open: ``abort_open``), and the next run into ``DIR`` removes those a killed run
+left behind. A rename replaces a symlink planted at a final name, it does not write through
+it.
+
+Four renames cannot be one atomic step, and SIGKILL cannot be held off, so the switch is a
+small journal (``_install``): once the four temporary files are complete, a marker
+``.commit.PID`` is created (the set is now committed); the previous run's files are removed,
+``metrics.json`` first, then the new ones are renamed into place, ``metrics.json`` last; the
+marker is removed. Killed at any point, ``DIR`` holds files of one run only: the previous
+set, then a part of it without its ``metrics.json``, then a part of the new set without
+``metrics.json``, then the new set (``metrics.json`` present: a complete set). The next run
+into ``DIR`` (``_recover``, before anything else) finds the marker of a run no longer alive
+and completes its set the same way (every step can be repeated), so the files a killed run
+committed are never mixed with another run's nor lost half-way.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ __all__ = ["OUTPUTS", "RunWriter", "abort_open", "json_line", "json_text", "reje
 # with its metrics is complete).
 OUTPUTS = ("notifications.jsonl", "rejected.jsonl", "results.jsonl", "metrics.json")
 _TMP = re.compile(r"^\.(?:notifications\.jsonl|rejected\.jsonl|results\.jsonl|metrics\.json)\.(\d+)\.tmp$")
+_MARK = re.compile(r"^\.commit\.(\d+)$")
 _OPEN: "weakref.WeakSet[RunWriter]" = weakref.WeakSet()
 
 
@@ -53,9 +65,11 @@ class RunWriter:
     def __init__(self, out: Path) -> None:
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
+        _recover(self.out)
         _sweep(self.out)
         pid = os.getpid()
-        self._tmp = {name: self.out / f".{name}.{pid}.tmp" for name in OUTPUTS}
+        self._tmp = _temporaries(self.out, pid)
+        self._mark = self.out / f".commit.{pid}"
         self._files: list = []
         _OPEN.add(self)
         try:
@@ -118,12 +132,16 @@ class RunWriter:
         except BaseException:
             self.abort()
             raise
+        committed = False
         try:
             with _signals_held():
-                for name in OUTPUTS:
-                    os.replace(self._tmp[name], self.out / name)
+                _create_new(self._mark)
+                committed = True
+                _install(self.out, self._tmp, self._mark)
         except BaseException:
-            self.abort()
+            if not committed:
+                self.abort()
+            _OPEN.discard(self)  # committed: the next run into DIR completes the set
             raise
         _OPEN.discard(self)
 
@@ -136,6 +154,46 @@ class RunWriter:
             with contextlib.suppress(OSError):
                 path.unlink()
         _OPEN.discard(self)
+
+
+def _temporaries(out: Path, pid: int) -> dict[str, Path]:
+    return {name: out / f".{name}.{pid}.tmp" for name in OUTPUTS}
+
+
+def _create_new(path: Path) -> None:
+    """An empty file that did not exist (not through a symlink)."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666))
+
+
+def _install(out: Path, tmp: dict[str, Path], mark: Path) -> None:
+    """Put a committed set in place (module docstring); every step can be repeated after a
+    kill: a name whose temporary file is gone was already renamed (its final file is the new
+    one, kept). The previous files go first, ``metrics.json`` first; the new ones are renamed
+    in, ``metrics.json`` last; then the marker goes."""
+    left = [name for name in OUTPUTS if tmp[name].exists()]
+    for name in reversed(left):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(out / name)
+    for name in left:
+        os.replace(tmp[name], out / name)
+    os.unlink(mark)
+
+
+def _recover(out: Path) -> None:
+    """Complete the set of a run killed while putting its outputs in place (its marker is
+    still there and it is not alive: the marker is written only once its four files are)."""
+    try:
+        names = os.listdir(out)
+    except OSError:
+        return
+    for name in names:
+        m = _MARK.match(name)
+        if not m:
+            continue
+        pid = int(m.group(1))
+        if pid != os.getpid() and _alive(pid):
+            continue  # a run still putting its files in place
+        _install(out, _temporaries(out, pid), out / name)
 
 
 def abort_open() -> None:

@@ -279,9 +279,12 @@ class AOIQIndex(CompiledGrid):
         keywords (Algorithm 1, ``pairs.assign_many``), growing the book as it needs."""
         self.fit(int(slots.max()))
         c = self.subs.cols
-        if len(slots) == 1 and not (c.match_all[slots[0]] and c.kw_len[slots[0]] > 1
-                                    and (self.kinds >> int(c.kind[slots[0]])) & 1):
-            self.tok[slots[0]] = self.pair_of[slots[0]] = -1  # no pair: skip the kernel's dispatch
+        if len(slots) == 1:
+            paired = c.match_all[slots[0]] and c.kw_len[slots[0]] > 1 and (self.kinds >> int(c.kind[slots[0]])) & 1
+        else:
+            paired = (c.match_all[slots] & (c.kw_len[slots] > 1) & ((self.kinds >> c.kind[slots]) & 1 > 0)).any()
+        if not paired:  # no pair: skip the cost model and the kernel's dispatch
+            self.tok[slots] = self.pair_of[slots] = -1
             return
         cost = self._cost()
         srt = np.empty(max(1, self.subs.max_kw), dtype=np.int64)
@@ -302,9 +305,9 @@ class AOIQIndex(CompiledGrid):
         """Equation 2's inputs as of the last ``refresh`` that saw new objects: the estimates
         move with the objects, not with each new keyword of a subscription (ids past the
         snapshot count as never seen), so one-by-one registration does not rebuild them."""
-        v, freq = max(1, len(self.vocab)), self.vocab.freq.copy()
         key = (self.objects,)
         if self._cost_key != key:
+            v, freq = max(1, len(self.vocab)), self.vocab.freq.copy()
             self._cost_key = key
             self._cost_now = Cost(freq, np.array([float(self.objects), float(v), self.theta_u]),
                                   log_survival(freq, float(self.objects), float(v)))

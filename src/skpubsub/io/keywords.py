@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Sequence
 
 _NON_WORD = re.compile(r"\W+")
 
@@ -23,9 +23,13 @@ def normalise(word: str) -> str:
     return n
 
 
-def normalise_keywords(words: Iterable[str]) -> tuple[str, ...]:
+def normalise_keywords(words: Sequence[str]) -> tuple[str, ...]:
     """Normalise each keyword, drop empty ones and duplicates (first kept)."""
-    out = tuple(dict.fromkeys(map(normalise, words)))
+    joined = "".join(words)
+    if joined.isascii() and joined.isprintable() and " " not in joined and joined == joined.lower():
+        out = tuple(dict.fromkeys(words))  # already normal: in ASCII only upper case and white space change
+    else:
+        out = tuple(dict.fromkeys(map(normalise, words)))
     return tuple(w for w in out if w) if "" in out else out
 
 

@@ -9,13 +9,13 @@ A rejected event changes nothing here either.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from typing import Any
 
 import msgspec
 
-from ..core.clock import WindowClock
 from ..core.config import Space, Window
 from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, Unsub, op_label
 from . import fastline
@@ -291,9 +291,9 @@ class Gate:
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
         self.last_t: int | float | None = None
-        self._active: dict[Any, int | float] = {}  # sub id -> expires as given (inf if none)
-        self._clock = WindowClock(self.window)  # when subscription ids end
-        self._seq_of: dict[Any, int] = {}  # active sub id -> its seq (tells an ended id from a reused one)
+        self._active: dict[Any, int] = {}  # sub id -> its seq (tells an ended id from a reused one)
+        self._expires: dict[Any, int | float] = {}  # sub id -> expires as given, for those that have one
+        self._ends: list[tuple[int | float, int, Any]] = []  # heap of (expires, seq, id): when ids end
         self._seq = 0
 
     def admit_line(self, raw: bytes | None, line: int) -> Event | Rejection:
@@ -304,10 +304,14 @@ class Gate:
             ev = fastline.event(fastline.decode(raw), line, self.window, self.space)
         except (msgspec.MsgspecError, ValueError, OverflowError):  # bad UTF-8, a time past float range
             ev = None
-        if ev is not None and self._admits(ev):
-            self._accept(ev)
-            self._seq = line
-            return ev
+        if ev is not None:  # _check_state and _accept without the exception, inlined: per line
+            t, last = ev.t, self.last_t
+            if last is None or not t < last:
+                cls = type(ev)
+                if cls is Pub or self._is_active(ev.id, t) == (cls is Unsub):  # a sub's id free, an unsub's taken
+                    self._accept(ev)
+                    self._seq = line
+                    return ev
         try:
             rec = parse_line(raw)
         except Invalid as exc:
@@ -340,8 +344,10 @@ class Gate:
         return ev
 
     def _is_active(self, ident: Any, t: int | float) -> bool:
-        exp = self._active.get(ident)
-        return exp is not None and exp > t
+        if ident not in self._active:
+            return False
+        exp = self._expires.get(ident)
+        return exp is None or exp > t
 
     def _admits(self, ev: Event) -> bool:
         try:
@@ -361,15 +367,22 @@ class Gate:
 
     def _accept(self, ev: Event) -> None:
         t = ev.t
-        self.last_t = ev.t
-        for seq, ident in self._clock.subs_ending(t):  # forget ended ids: memory stays O(active)
-            if self._seq_of.get(ident) == seq:
+        self.last_t = t
+        ends = self._ends
+        while ends and ends[0][0] <= t:  # forget ended ids: memory stays O(active)
+            _, seq, ident = heapq.heappop(ends)
+            if self._active.get(ident) == seq:
                 del self._active[ident]
-                del self._seq_of[ident]
-        if isinstance(ev, Sub):
-            self._active[ev.id] = math.inf if ev.expires is None else ev.expires
-            self._seq_of[ev.id] = ev.seq
-            self._clock.subscribe(ev.expires, ev.seq, ev.id)
-        elif isinstance(ev, Unsub):
+                del self._expires[ident]
+        cls = type(ev)
+        if cls is Sub:
+            expires = ev.expires  # type: ignore[union-attr]
+            self._active[ev.id] = ev.seq
+            if expires is not None:
+                self._expires[ev.id] = expires
+                heapq.heappush(ends, (expires, ev.seq, ev.id))
+            elif self._expires:
+                self._expires.pop(ev.id, None)  # an id that ended by expiry, reused without one
+        elif cls is Unsub:
             del self._active[ev.id]
-            del self._seq_of[ev.id]
+            self._expires.pop(ev.id, None)

@@ -27,6 +27,7 @@ from ..core.config import Space, Window
 from ..io.events import Pub
 from ..io.validate import Invalid, parse_line, validate_record
 from ..partition.stats import Statistics
+from ..runtime.engines import DEFAULT_INDEX
 from .formats import is_tabular, to_jsonl
 from .fs import Loc
 from .sink import assemble, clear_other_runs, merge, write_batch
@@ -297,7 +298,7 @@ def _finish(out: Loc, progress: _Progress, start: float, config: dict, index: st
 
 
 def run_spark(events: str | Path, out: str | Path, window: str | Window = "none", space: Space | None = None,
-              index: str = "dkm", workers: int = 1, partitioner: str | None = None, init_objects: int = 1000,
+              index: str = DEFAULT_INDEX, workers: int = 1, partitioner: str | None = None, init_objects: int = 1000,
               lines_per_batch: int = 10_000, master: str | None = None, checkpoint: str | Path | None = None,
               lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
               spark_conf: dict[str, str] | None = None, **index_params: Any) -> dict:
@@ -361,7 +362,7 @@ def _await(spark, q, timeout: float | None) -> None:
 
 
 def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: str | Window = "none",
-           space: Space | None = None, index: str = "dkm", workers: int = 1, partitioner: str | None = None,
+           space: Space | None = None, index: str = DEFAULT_INDEX, workers: int = 1, partitioner: str | None = None,
            init_objects: int = 1000, lines_per_batch: int = 10_000, master: str | None = None, *,
            lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
            once: bool = False, timeout: float | None = None, trigger_seconds: float = 1.0,

@@ -11,9 +11,11 @@ with a readable message when the index fails it:
   seeded random streams under that window kind (``conformance.compare``: notifications,
   ``results``, ``all_results`` and ``engine._check()`` after every event, then the
   stream again in random batches);
-- ``check_snapshot``: an engine pickled and restored at random cuts (and after the
-  last event) goes on exactly like the reference, and passes ``_check()`` after each
-  restore, under every window kind;
+- ``check_snapshot``: an engine saved as data (``engine/snapshot``: ``capture``, ``frame``
+  to bytes, ``unframe``, ``restore`` into a fresh engine; no pickle) at random cuts (and
+  after the last event) goes on exactly like the reference, and passes ``_check()`` after
+  each restore, under every window kind (the engine runs as a worker of the local runtime,
+  whose dispatcher drives its expiry and knows its live events: what a snapshot holds);
 - ``check_catches_a_lost_posting_entry``: one live posting entry of one subscription
   removed from the index's data (the compiled indexes' posting store, the plain grid's
   sets) is caught by ``engine._check()``;
@@ -36,7 +38,6 @@ check and index); ``SKPUBSUB_CONFORMANCE_SCALE`` multiplies the stream counts.
 from __future__ import annotations
 
 import os
-import pickle
 import random
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -125,26 +126,49 @@ def check_reference(factory, kind: str, streams: int | None = None) -> None:
 
 
 def check_snapshot(factory, streams: int | None = None) -> None:
-    """Pickled and restored at random cuts, the engine goes on like the reference."""
+    """Saved as data and restored at random cuts, the engine goes on like the reference.
+
+    The engine is the one worker of a local runtime (in this process): the dispatcher
+    expires objects and subscriptions for it and knows the events still live in it. At each
+    cut its state is captured as SPEC records (``engine.snapshot.capture``), framed to bytes,
+    read back (``unframe``, checksummed) and re-applied into a fresh engine of the same
+    spec (``restore``: validated records only, the results checked against the digest),
+    which takes the worker's place. ``factory``: an ``engine_factory`` (its index and
+    parameters)."""
+    from ..engine.snapshot import ENGINE_VERSION, capture, frame, restore, unframe
+    from ..partition.registry import PLANNERS
+    from ..partition.stats import Statistics
+    from ..runtime.engines import make_engine
+    from ..runtime.local import LocalCluster
+
+    index, params = factory.index, factory.params
+    fmt = "skpubsub-check-snapshot"
     for w, kind in enumerate(WINDOW_KINDS):
         first = SEED_BASE + 1_000_000 + 100_000 * w
         for seed in range(first, first + (streams or SNAPSHOT_STREAMS)):
             s = random_stream(seed, n_events=(60, 200), windows=(kind,))
             window, space = Window.parse(s.window), s.space or Space()
             evs, _ = validate(s.events, window, space)
-            eng, ref = factory(window, space), ReferenceEngine(window, space)
+            plan = PLANNERS["hash"]([], Statistics.from_objects([], space), 1)
+            run = LocalCluster(plan, window, space, index=index, processes=False, **params)
+            d, ref = run.dispatcher, ReferenceEngine(window, space)
             rng = random.Random(seed)
             cuts = sorted(rng.sample(range(1, len(evs)), min(4, len(evs) - 1))) + [len(evs)]
             lo = 0
             for hi in cuts:
                 where = f"{s}, events {lo}..{hi - 1} of {len(evs)}"
-                assert eng.apply(evs[lo:hi]) == ref.apply(evs[lo:hi]), f"notifications differ after a restore: {where}"
-                eng = pickle.loads(pickle.dumps(eng))
+                assert run.apply(evs[lo:hi]) == ref.apply(evs[lo:hi]), f"notifications differ after a restore: {where}"
+                alive = [pub for pub, held in d.alive.values() if 0 in held]
+                raw = frame(fmt, ENGINE_VERSION, capture(run._conns[0].engine, d.subs.values(), alive))
+                assert isinstance(raw, bytes)
+                fresh = make_engine(index, window, space, external_expiry=True, **params)
+                restore(fresh, unframe(raw, fmt, ENGINE_VERSION)[1])
+                run._conns[0].engine = fresh
                 try:
-                    eng._check()
+                    fresh._check()
                 except AssertionError as exc:
                     raise AssertionError(f"_check() failed after a restore: {where}: {exc!r}") from None
-                assert eng.all_results() == ref.all_results(), f"all_results differ after a restore: {where}"
+                assert run.results() == ref.all_results(), f"results differ after a restore: {where}"
                 lo = hi
 
 

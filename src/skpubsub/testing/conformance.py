@@ -42,6 +42,7 @@ def engine_factory(index: str, **params: Any) -> EngineFactory:
         return make_engine(index, window, space, **params)
 
     make.__name__ = make.__qualname__ = describe(index, params)
+    make.index, make.params = index, dict(params)  # type: ignore[attr-defined]  (checks.check_snapshot)
     return make
 
 

@@ -313,3 +313,57 @@ def test_sigkill_while_outputs_are_put_in_place(tmp_path: Path) -> None:
         assert _same_run(_snapshot(out), ref_b) and sorted(_snapshot(out)) == sorted(OUTPUTS)
         step += 1
     assert step == 10  # the marker, 4 removals, 4 renames, the marker's removal
+
+
+def _mount_tmpfs(at: Path, size: str = "1m") -> None:
+    if not sys.platform.startswith("linux") or os.getuid() != 0:
+        pytest.skip("mounting a tmpfs needs root on Linux")
+    at.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(at)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+
+
+def test_read_only_out_is_one_line_and_keeps_the_previous_outputs(tmp_path: Path, capsys) -> None:
+    """--out on a file system remounted read-only (EROFS: root's permissions do not help):
+    one line naming what failed, exit 1, the previous set untouched; a full one (ENOSPC,
+    a real 64 KiB tmpfs) likewise."""
+    mnt = tmp_path / "mnt"
+    _mount_tmpfs(mnt)
+    try:
+        out = mnt / "out"
+        assert main(["run", str(_events(tmp_path)), "--out", str(out)]) == 0
+        snap = _snapshot(out)
+        subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+        capsys.readouterr()
+        assert main(["run", str(_events(tmp_path, "new.jsonl", OTHER)), "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("skpubsub: error: ") and "Read-only file system" in err, err
+        assert _snapshot(out) == snap
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+    small = tmp_path / "small"
+    _mount_tmpfs(small, "64k")
+    try:
+        out = small / "out"
+        assert main(["run", str(_events(tmp_path)), "--out", str(out)]) == 0
+        snap = _snapshot(out)
+        assert main(["run", str(_big(tmp_path, 3_000)), "--out", str(out)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "No space left on device" in err and str(out) in err, err
+        assert _snapshot(out) == snap
+    finally:
+        subprocess.run(["umount", "-l", str(small)])
+
+
+def test_nothing_in_the_package_unpickles() -> None:
+    """SPEC 7: nothing read back is unpickled: no module of the package imports pickle or
+    calls a pickle load (the check suite's snapshots are data too)."""
+    import re
+
+    import skpubsub
+
+    root = Path(skpubsub.__file__).parent
+    found = [f"{p.relative_to(root)}:{i}" for p in sorted(root.rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"\b(c?pickle|cloudpickle|dill)\.loads?\(|^\s*(import|from) (c?pickle|cloudpickle|dill)\b", line)]
+    assert not found, found

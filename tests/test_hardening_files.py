@@ -367,3 +367,30 @@ def test_nothing_in_the_package_unpickles() -> None:
              for i, line in enumerate(p.read_text().splitlines(), 1)
              if re.search(r"\b(c?pickle|cloudpickle|dill)\.loads?\(|^\s*(import|from) (c?pickle|cloudpickle|dill)\b", line)]
     assert not found, found
+
+
+def test_service_snapshots_are_data_and_refused_with_a_reason(tmp_path: Path) -> None:
+    """SPEC 7 for the service's --data DIR: a snapshot read back is JSON; a damaged one, one
+    of another directory's run, of another version, or a planted pickle is refused with its
+    reason (never loaded)."""
+    import pickle
+
+    from skpubsub.service.snapshot import read_snapshot, write_snapshot
+    from skpubsub.service.wal import Damaged
+
+    path = write_snapshot(tmp_path, 7, "run-a", {"events": [{"op": "pub", "id": "a"}]})
+    assert read_snapshot(path, "run-a") == (7, {"events": [{"op": "pub", "id": "a"}]})
+    raw = path.read_bytes()
+    head, body = raw.split(b"\n", 1)
+    cases = {
+        "damaged": head + b"\n" + body.replace(b'"a"', b'"b"'),
+        "unreadable header|not a skpubsub service snapshot": pickle.dumps({"events": []}),
+        "snapshot version 2": head.replace(b'"version": 1', b'"version": 2') + b"\n" + body,
+    }
+    for reason, data in cases.items():
+        path.write_bytes(data)
+        with pytest.raises(Damaged, match=reason):
+            read_snapshot(path, "run-a")
+    path.write_bytes(raw)
+    with pytest.raises(Damaged, match="another service"):
+        read_snapshot(path, "run-b")

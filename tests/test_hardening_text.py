@@ -103,3 +103,16 @@ def test_read_lines_bom_keeps_the_limits() -> None:
     assert lines(BOM + b"x" * 10, 10) == [(1, b"x" * 10)]  # no newline at the end
     assert lines(BOM + b"x" * 11, 10) == [(1, None)]
     assert lines(b"ab\n" + BOM + b"cd\n", 10, start=3) == [(1, BOM + b"cd")]  # read from mid-file: kept
+
+
+def test_keywords_win_over_text_when_both_are_given() -> None:
+    """SPEC 6: with both ``keywords`` and ``text``, ``keywords`` is used (on the fast path
+    and the validator's alike)."""
+    from skpubsub.core.config import Window
+    from skpubsub.io.validate import Gate
+
+    g = Gate(Window.parse("none"))
+    pub = g.admit_line(b'{"op":"pub","id":"o","t":0,"x":0,"y":0,"keywords":["A"],"text":"b c"}', 1)
+    sub = g.admit({"op": "sub", "id": "s", "t": 0, "kind": "range", "rect": [0, 0, 1, 1], "keywords": ["x"],
+                   "text": "y z"})
+    assert pub.keywords == ("a",) and sub.keywords == ("x",)

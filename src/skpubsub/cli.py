@@ -194,11 +194,14 @@ def _add_spark_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor-cores", type=int, default=None, help="cores per Spark executor")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark configuration setting (repeatable)")
+    p.add_argument("--verbose", action="store_true", help="Spark's and its Python workers' own log output")
 
 
 def _spark_conf(a: argparse.Namespace) -> dict[str, str]:
     from .spark.session import parse_conf
 
+    if a.verbose:  # read by spark.session when it starts Spark
+        os.environ["SKPUBSUB_VERBOSE"] = "1"
     return parse_conf(a.conf, a.executor_memory, a.executor_cores)
 
 

@@ -26,7 +26,10 @@ class ObjectTable(Laid):
     def __init__(self) -> None:
         # One 64-byte record per slot: a refill or an expiry reads an object's fields at once.
         self.cols = Columns({
-            "alive": (np.bool_, False), "refs": (np.int32, 0), "kw_len": (np.int32, 0), "kw_off": (np.int64, 0),
+            "alive": (np.bool_, False), "refs": (np.int32, 0), "kw_len": (np.int32, 0),
+            # expiry_lo: an integer expiry's remainder past float(expiry) (engine.Engine._lives;
+            # SPEC 6 "Times"); int32 fills the record's padding, which stays 64 bytes
+            "expiry_lo": (np.int32, 0), "kw_off": (np.int64, 0),
             "x": (np.float64, 0.0), "y": (np.float64, 0.0), "wo": (np.float64, 0.0),
             "expiry": (np.float64, math.inf), "seq": (np.int64, -1),
         }, record=True)
@@ -36,12 +39,13 @@ class ObjectTable(Laid):
         self.stamp = np.zeros(0, dtype=np.int64)
         self.stamp_next = np.zeros(1, dtype=np.int64)
 
-    def add(self, ev: Pub, kw_ids: list[int], expiry: float, alive: bool) -> int:
+    def add(self, ev: Pub, kw_ids: list[int], expiry: float, alive: bool, expiry_lo: int = 0) -> int:
         c = self.cols
         slot = c.add()
         self.ids = grow_ids(self.ids, slot)
         self.ids[slot] = ev.id
         c.x[slot], c.y[slot], c.seq[slot], c.expiry[slot] = ev.x, ev.y, ev.seq, expiry
+        c.expiry_lo[slot] = expiry_lo
         n = len(kw_ids)
         off = self.kw.alloc(n)
         self.kw.id[off:off + n] = kw_ids
@@ -50,7 +54,8 @@ class ObjectTable(Laid):
         c.alive[slot] = alive
         return slot
 
-    def add_many(self, evs: list[Pub], kw_ids: list[list[int]], expiry: np.ndarray, alive: bool) -> np.ndarray:
+    def add_many(self, evs: list[Pub], kw_ids: list[list[int]], expiry: np.ndarray, alive: bool,
+                 expiry_lo: np.ndarray | int = 0) -> np.ndarray:
         """``add`` of each event in turn, the columns written for all at once; returns the slots."""
         c = self.cols
         slots = c.add_many(len(evs))
@@ -59,6 +64,7 @@ class ObjectTable(Laid):
         c.y[slots] = [ev.y for ev in evs]
         c.seq[slots] = [ev.seq for ev in evs]
         c.expiry[slots] = expiry
+        c.expiry_lo[slots] = expiry_lo
         lens = np.array([len(k) for k in kw_ids], dtype=np.int64)
         c.kw_off[slots] = self.kw.put_many("id", lens, [w for ws in kw_ids for w in ws])
         c.kw_len[slots] = lens

@@ -20,6 +20,7 @@ import json
 import os
 import time
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -102,35 +103,70 @@ def partition_keys(spark, workers: int) -> list[int]:
 
 
 class _Progress:
-    """A StreamingQueryListener keeping each micro-batch's progress (driver side)."""
+    """Each micro-batch's progress, read from the query on the driver (``recentProgress``):
+    no StreamingQueryListener, whose events the JVM delivers to Python asynchronously through
+    Py4J's callback server, so that one still queued when the run ended printed a Py4J error
+    trace after a successful run (issue 18 class 6)."""
 
-    def __init__(self) -> None:
-        from pyspark.sql.streaming import StreamingQueryListener
-
-        batches: list[dict] = []
-        self.batches = batches
-
-        class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event) -> None:
-                pass
-
-            def onQueryProgress(self, event) -> None:
-                batches.append(_progress_record(event.progress))
-
-            def onQueryIdle(self, event) -> None:
-                pass
-
-            def onQueryTerminated(self, event) -> None:
-                pass
-
-        self.listener = Listener()
+    def __init__(self, bar: _Bar | None = None) -> None:
+        self.batches: list[dict] = []
+        self._seen: set[tuple[str, int]] = set()
+        self._absorbed = -1
+        self.bar = bar
 
     def absorb(self, query) -> None:
-        """Progress the listener has not delivered yet (it runs asynchronously)."""
-        seen = {(b["run"], b["batch"]) for b in self.batches}
+        """The progress records not kept yet (the query holds its last 100)."""
         for p in query.recentProgress:
-            if (str(p.runId), p.batchId) not in seen:
+            key = (str(p.runId), p.batchId)
+            if key not in self._seen:
+                self._seen.add(key)
                 self.batches.append(_progress_record(p))
+                self._absorbed = max(self._absorbed, p.batchId)
+
+    def tick(self, query) -> None:
+        """While the query runs: the bar, and the records before the query forgets them."""
+        p = query.lastProgress
+        if p is None:
+            return
+        if p.batchId - self._absorbed >= 50:
+            self.absorb(query)
+        if self.bar is not None:
+            self.bar.show(p)
+
+
+class _Bar:
+    """``[#####.....]  45%  4,500/10,000 lines, batch 12`` on stderr, rewritten in place."""
+
+    def __init__(self, total: int | None, stream=None) -> None:
+        import sys
+
+        self.total, self.out, self.shown = total, stream or sys.stderr, False
+
+    @staticmethod
+    def wanted() -> bool:
+        import sys
+
+        v = os.environ.get("SKPUBSUB_PROGRESS", "")
+        return v not in ("", "0") if v else sys.stderr.isatty()
+
+    def show(self, p) -> None:
+        try:
+            line = int(json.loads(p.sources[0].endOffset)["line"])
+        except (IndexError, KeyError, TypeError, ValueError):
+            return
+        if self.total:
+            frac = min(1.0, line / self.total)
+            text = f"[{'#' * int(30 * frac):.<30}] {100 * frac:3.0f}%  {line:,}/{self.total:,} lines, batch {p.batchId}"
+        else:
+            text = f"{line:,} lines, batch {p.batchId}"
+        self.out.write("\r" + text)
+        self.out.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.out.write("\n")
+            self.out.flush()
 
 
 def _progress_record(p) -> dict:
@@ -174,7 +210,9 @@ def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, ind
 
     def sink(df, batch_id: int) -> None:
         t0 = time.perf_counter()
-        pdf = df.toPandas()  # runs the batch: the workers' tasks end here
+        with warnings.catch_warnings():  # a query stopped mid-batch (stream's timeout, Ctrl-C): the job is
+            warnings.simplefilter("ignore", UserWarning)  # cancelled, Spark replays the batch; no trace printed
+            pdf = df.toPandas()  # runs the batch: the workers' tasks end here
         t1 = time.perf_counter()
         merged = merge(pdf)
         write_batch(out, batch_id, merged, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
@@ -336,7 +374,7 @@ def check_flags(workers: int, lines_per_batch: int, lines_per_second: float | No
 EXECUTOR_WAIT = float(os.environ.get("SKPUBSUB_EXECUTOR_WAIT", "60"))  # s without an executor: an error
 
 
-def _await(spark, q, timeout: float | None) -> None:
+def _await(spark, q, timeout: float | None, progress: _Progress | None = None) -> None:
     """``q.awaitTermination(timeout)``, but a cluster left without executors (workers killed
     or lost) is an error after EXECUTOR_WAIT seconds, never a silent hang; Spark itself
     retries the tasks of a lost executor on the others."""
@@ -344,10 +382,13 @@ def _await(spark, q, timeout: float | None) -> None:
 
     end = None if timeout is None else time.monotonic() + timeout
     lost = None
+    longest = 0.5 if progress is not None and progress.bar is not None else 2.0
     while True:
-        step = 2.0 if end is None else max(0.05, min(2.0, end - time.monotonic()))  # > 0: PySpark refuses 0
+        step = longest if end is None else max(0.05, min(longest, end - time.monotonic()))  # > 0: PySpark refuses 0
         if q.awaitTermination(step):
             return
+        if progress is not None:
+            progress.tick(q)
         if end is not None and time.monotonic() >= end:
             return
         if executors(spark) >= 1:
@@ -379,28 +420,42 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     config = {"window": str(window), "space": str(space), "workers": workers,
               "partitioner": partitioner or "hash", "init_objects": init_objects}
     start = time.perf_counter()
+    from pyspark import SparkContext
+
+    own = spark is None and SparkContext._active_spark_context is None  # started here: stopped here
     spark = spark or spark_session(master, workers, conf=spark_conf)
-    wait_for_executors(spark, EXECUTOR_WAIT)
-    spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
-    config, source = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
-    clear_other_runs(out, config["run"])  # another checkpoint's batches are never joined
-    config["keys"] = partition_keys(spark, workers)
-    progress = _Progress()
-    spark.streams.addListener(progress.listener)
-    args = (spark, source, out, checkpoint, config, index, index_params, lines_per_batch, lines_per_second)
     try:
-        if not once:
-            q = start_query(*args, once=False, trigger_seconds=trigger_seconds, snapshot_every=snapshot_every)
-            try:
-                _await(spark, q, timeout)
-            except KeyboardInterrupt:
-                pass
-            finally:
-                q.stop()
-                progress.absorb(q)
-        q = start_query(*args, once=True, snapshot_every=snapshot_every)  # the rest, then results
-        _await(spark, q, None)
-        progress.absorb(q)
+        wait_for_executors(spark, EXECUTOR_WAIT)
+        spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
+        config, source = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
+        clear_other_runs(out, config["run"])  # another checkpoint's batches are never joined
+        config["keys"] = partition_keys(spark, workers)
+        bar = None
+        if _Bar.wanted():
+            from .source import _read
+
+            bar = _Bar(_read(source, {"file": "", "pos": 0, "line": 0}, None, keep=False)[1]["line"] if once else None)
+        progress = _Progress(bar)
+        args = (spark, source, out, checkpoint, config, index, index_params, lines_per_batch, lines_per_second)
+        try:
+            if not once:
+                q = start_query(*args, once=False, trigger_seconds=trigger_seconds, snapshot_every=snapshot_every)
+                try:
+                    _await(spark, q, timeout, progress)
+                except KeyboardInterrupt:
+                    pass
+                finally:
+                    q.stop()
+                    progress.absorb(q)
+            q = start_query(*args, once=True, snapshot_every=snapshot_every)  # the rest, then results
+            _await(spark, q, None, progress)
+            progress.absorb(q)
+            if bar is not None and q.lastProgress is not None:
+                bar.show(q.lastProgress)
+        finally:
+            if bar is not None:
+                bar.close()
+        return _finish(out, progress, start, config, index)
     finally:
-        spark.streams.removeListener(progress.listener)
-    return _finish(out, progress, start, config, index)
+        if own:  # Python workers and the JVM end before this interpreter (no broken-pipe trace at exit)
+            spark.stop()

@@ -4,9 +4,69 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+# Per-micro-batch fixed cost (issue 21 item 4; measured in spark/NOTES.md). Each can be
+# overridden with --conf.
+FAST = {
+    # RocksDB commits write a changelog; snapshots are uploaded by the maintenance thread
+    # every minDeltasForSnapshot versions instead of zipping and copying SST files each batch.
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    # file: checkpoints without Hadoop's .crc side files (the offset and commit logs, state
+    # changelogs): half the commit latency. Only the file: scheme; hdfs:, s3a: untouched.
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+}
+
+
+# Quiet by default (issue 21 item 7): the driver JVM starts at WARN without Spark's banner
+# (PySpark counts as a shell: a root level other than the shell's WARN prints "Setting
+# default log level"), its startup warnings (no native Hadoop library, the host name's
+# address) off, errors only once the session is up (setLogLevel); the Python worker Spark
+# starts on the driver to plan transformWithStateInPandas has its stdout (five lines of
+# "Streaming TransformWithStateInPandas Python worker ...") dropped. ``--verbose``
+# (``$SKPUBSUB_VERBOSE=1``) keeps Spark's own defaults.
+LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+"""
+QUIET_MODULES = ("pyspark.sql.streaming.transform_with_state_driver_worker",)
+
+
+def verbose() -> bool:
+    return os.environ.get("SKPUBSUB_VERBOSE", "") not in ("", "0")
+
+
+def _quiet_files() -> tuple[str, str]:
+    """(log4j2 configuration, Python wrapper) in a private temporary folder, written once
+    per process: the wrapper runs this Python, with stdout dropped for QUIET_MODULES (they
+    talk to the JVM over a socket, never stdout)."""
+    d = tempfile.mkdtemp(prefix="skpubsub-spark-")
+    log4j = os.path.join(d, "log4j2.properties")
+    with open(log4j, "w") as f:
+        f.write(LOG4J2)
+    wrapper = os.path.join(d, "python")
+    cases = "|".join(f'"-m {m}"' for m in QUIET_MODULES)
+    with open(wrapper, "w") as f:
+        f.write(f'#!/bin/sh\ncase "$1 $2" in\n  {cases}) exec "{sys.executable}" "$@" >/dev/null ;;\nesac\n'
+                f'exec "{sys.executable}" "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return log4j, wrapper
+
+
+_QUIET: tuple[str, str] | None = None
 
 
 def parse_conf(pairs: list[str] | None, executor_memory: str | None = None,
@@ -53,11 +113,17 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
     In local mode the driver JVM runs the state store too: it gets
     ``$SKPUBSUB_DRIVER_MEMORY`` (default 6g; engine snapshots pass through it).
     """
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    global _QUIET
     from pyspark.sql import SparkSession
 
     master = master or os.environ.get("SKPUBSUB_MASTER") or "local[*]"
+    # on this machine only (local mode, a loopback cluster): a remote executor has no wrapper
+    quiet = not verbose() and (master.startswith("local") or "//127.0.0.1:" in master or "//localhost:" in master)
+    if quiet and SparkSession.getActiveSession() is None:
+        _QUIET = _QUIET or _quiet_files()
+        os.environ.setdefault("PYSPARK_PYTHON", _QUIET[1])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(master).appName(app)
              .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
              .config("spark.sql.shuffle.partitions", str(workers))
@@ -66,13 +132,18 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.streaming.noDataMicroBatches.enabled", "false"))
+    for k, v in FAST.items():
+        spark = spark.config(k, v)
+    if quiet and _QUIET is not None:
+        spark = spark.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_QUIET[0]}")
     if "//127.0.0.1:" in master or "//localhost:" in master:  # a cluster on loopback (skpubsub cluster)
         spark = spark.config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
     for k, v in (conf or {}).items():  # --conf, --executor-memory, --executor-cores
         spark = spark.config(k, v)
     spark = spark.getOrCreate()
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))
-    spark.sparkContext.setLogLevel("ERROR")
+    if not verbose():
+        spark.sparkContext.setLogLevel("ERROR")
     from .source import EventSource
 
     spark.dataSource.register(EventSource)

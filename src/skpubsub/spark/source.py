@@ -25,11 +25,11 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from ..core.config import Space, Window
 from ..io.lines import read_lines
@@ -39,11 +39,6 @@ from .sequencer import DRIVER, Sequencer
 from .statefile import Refused, read_stats
 
 SCHEMA = "worker int, part int, payload binary, ingest double"
-
-
-class Rows(InputPartition):
-    def __init__(self, rows: list[tuple]) -> None:
-        self.rows = rows
 
 
 def _files(path: Loc) -> list[str]:
@@ -94,17 +89,20 @@ def _read(path: Loc | str | Path, start: dict, max_lines: int | None, stop: dict
     return out, {"file": file, "pos": pos, "line": line, "final": False}
 
 
-class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A simple stream reader: ``read`` runs on the driver (in Spark's Python source
+    process), reads and sequences a batch's lines, and Spark ships the rows to the
+    executors from its block manager as Arrow data. No Python task reads them again on an
+    executor, so the Python workers only ever run the worker engines (one task less per
+    micro-batch, and the engine cache is not displaced by a read task)."""
+
     def __init__(self, options: dict[str, str]) -> None:
         self.path = Loc(options["path"])
         self.checkpoint = Loc(options["checkpoint"])
         self.config = json.loads(options["config"])
         self.lines_per_batch = int(options.get("linesPerBatch", 10_000))
         self.rate = float(options["linesPerSecond"]) if options.get("linesPerSecond") else None
-        self.snapshot_every = int(options.get("snapshotEvery", 8))
-        self._since_snapshot = 0
         self.target: dict | None = None  # availableNow: finish at this offset
-        self._pending: dict[tuple[int, int], list] = {}  # (start line, end line) -> lines read ahead
         self._state: tuple[int, Sequencer] | None = None  # (line offset, sequencer there)
         self._last_call = time.monotonic()
         self.checkpoint.mkdir()
@@ -113,34 +111,33 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         return {"file": "", "pos": 0, "line": 0, "final": False}
 
-    def getDefaultReadLimit(self):
-        return ReadMaxRows(self.lines_per_batch)
-
     def prepareForTriggerAvailableNow(self) -> None:
         _, self.target = _read(self.path, self.initialOffset(), None, keep=False)
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
-        start = start or self.initialOffset()
+    def read(self, start: dict) -> tuple[Iterator[tuple], dict]:
+        """The next batch: at most ``linesPerBatch`` lines after ``start`` (fewer under
+        ``linesPerSecond``), sequenced into rows; ``start`` itself when nothing new."""
         if start["final"] and (self.path.is_file() or (self.target is not None
                                                        and start["line"] >= self.target["line"])):
-            return start  # the input is finished
-        max_lines = None if isinstance(limit, ReadAllAvailable) else self.lines_per_batch
-        if isinstance(limit, ReadMaxRows):
-            max_lines = limit.max_rows
+            return iter(()), start  # the input is finished
+        max_lines = self.lines_per_batch
         now = time.monotonic()
         if self.rate is not None:
-            allowed = max(1, int(self.rate * (now - self._last_call)))
-            max_lines = allowed if max_lines is None else min(max_lines, allowed)
+            max_lines = min(max_lines, max(1, int(self.rate * (now - self._last_call))))
         lines, end = _read(self.path, start, max_lines, self.target)
         if self.target is not None:
             end["final"] = end["line"] >= self.target["line"]
         elif self.path.is_file():
             end["final"] = _read(self.path, end, 1, keep=False)[1]["line"] == end["line"]
         if not lines and not end["final"]:
-            return start
+            return iter(()), start
         self._last_call = now
-        self._pending = {(start["line"], end["line"]): lines}
-        return end
+        return iter(self._rows(start, end, lines)), end
+
+    def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[tuple]:
+        """A replayed batch (a restart): its lines read and sequenced again."""
+        lines, _ = _read(self.path, {**start, "final": False}, end["line"] - start["line"])
+        return iter(self._rows(start, end, lines))
 
     # -- batches ---------------------------------------------------------------------
     def _fresh(self) -> Sequencer:
@@ -165,10 +162,7 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             seqr.feed(lines)
         return seqr
 
-    def partitions(self, start: dict, end: dict) -> list[Rows]:
-        lines = self._pending.pop((start["line"], end["line"]), None)
-        if lines is None:  # a replayed batch: read its lines again
-            lines, _ = _read(self.path, {**start, "final": False}, end["line"] - start["line"])
+    def _rows(self, start: dict, end: dict, lines: list) -> list[tuple]:
         t0 = time.perf_counter()
         seqr = self._sequencer(start)
         ingest = time.time()
@@ -182,10 +176,7 @@ class EventReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         keys = self.config.get("keys")
         if keys:  # worker ids -> grouping keys that put each worker in its own partition
             rows = [(keys[w] if w != DRIVER else keys[-1], p, payload, t) for w, p, payload, t in rows]
-        return [Rows(rows)]  # one read task per batch: the shuffle after it places the rows
-
-    def read(self, partition: Rows) -> Iterator[tuple]:
-        yield from partition.rows
+        return rows
 
     def commit(self, end: dict) -> None:
         """Nothing to keep: the sequencer's state is rebuilt from the input when needed."""
@@ -202,5 +193,5 @@ class EventSource(DataSource):
     def schema(self) -> str:
         return SCHEMA
 
-    def streamReader(self, schema) -> EventReader:
+    def simpleStreamReader(self, schema) -> EventReader:
         return EventReader(self.options)

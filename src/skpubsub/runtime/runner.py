@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,21 @@ def _multi(index: str, window: Window, space: Space, workers: int, partitioner: 
                         rarity=dict(stats.keyword_freq), rebalancer=rb, **index_params)
 
 
+@contextlib.contextmanager
+def fewer_collections(young: int = 50_000) -> Iterator[None]:
+    """Python's cyclic collector less often while a run streams: it starts a young collection
+    every 700 net allocations by default, and with millions of live events and ids its
+    older generations cost ~10% of a run (a kNN run's CPU profile). Our objects rarely form
+    cycles; reference counting frees the rest as before."""
+    old = gc.get_threshold()
+    gc.set_threshold(young, 20, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+@fewer_collections()  # a context manager as a decorator: for the whole of each run
 def run(events: str | Path, out: str | Path, window: str | Window = "none", space: Space | None = None,
         index: str = DEFAULT_INDEX, progress: bool | None = None, workers: int = 1, partitioner: str | None = None,
         init_objects: int = 1000, processes: bool = True, rebalance: dict | None = None,

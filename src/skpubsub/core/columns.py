@@ -199,12 +199,14 @@ class SegmentPool:
         self.top += n
         return off
 
-    def alloc_many(self, ns: list[int]) -> np.ndarray:
-        """``alloc`` of each length in turn: one stretch at the top when no freed segment of
-        those lengths waits (what a run of new subscriptions or objects meets)."""
-        if any(self._free.get(n) for n in set(ns)):
-            return np.array([self.alloc(n) for n in ns], dtype=np.int64)
-        total = sum(ns)
+    def alloc_many(self, ns) -> np.ndarray:
+        """``alloc`` of each length in turn (``ns``: a list or an integer array): one stretch
+        at the top when no freed segment of those lengths waits (what a run of new
+        subscriptions or objects meets)."""
+        ns = np.asarray(ns, dtype=np.int64)
+        if self._free and any(self._free.get(n) for n in np.unique(ns).tolist()):
+            return np.array([self.alloc(n) for n in ns.tolist()], dtype=np.int64)
+        total = int(ns.sum())
         while self.top + total > self.capacity:
             self._grow()
         offs = np.empty(len(ns), dtype=np.int64)
@@ -218,8 +220,11 @@ class SegmentPool:
     def put_many(self, name: str, lens: np.ndarray, values) -> np.ndarray:
         """New segments of ``lens`` holding ``values`` (one after another) in column ``name``;
         returns their offsets."""
-        offs = self.alloc_many(lens.tolist())
-        getattr(self, name)[segment_items(offs, lens)[0]] = values
+        offs = self.alloc_many(lens)
+        if len(offs) and (offs[1:] == offs[:-1] + lens[:-1]).all():  # one stretch: a slice
+            getattr(self, name)[int(offs[0]):int(offs[0]) + int(lens.sum())] = values
+        else:
+            getattr(self, name)[segment_items(offs, lens)[0]] = values
         return offs
 
     def release(self, off: int, n: int) -> None:
@@ -292,8 +297,18 @@ def put_ids(ids: np.ndarray, slots: np.ndarray, values: list) -> np.ndarray:
     ids = grow_ids(ids, int(slots.max()))
     boxed = np.empty(len(values), dtype=object)  # a tuple id stays one object, never unpacked
     boxed[:] = values
-    ids[slots] = boxed
+    ids[as_index(slots)] = boxed
     return ids
+
+
+def as_index(slots: np.ndarray) -> slice | np.ndarray:
+    """``slots`` as a slice when they are consecutive (fresh slots from ``Columns.add_many``),
+    else as given: writing a slice of a record field is a strided copy, several times faster
+    than a scatter through an index array (bulk registration writes some twenty fields)."""
+    n = len(slots)
+    if n > 1 and int(slots[-1]) - int(slots[0]) == n - 1 and bool((np.diff(slots) == 1).all()):
+        return slice(int(slots[0]), int(slots[0]) + n)
+    return slots
 
 
 def grow_ids(ids: np.ndarray, slot: int) -> np.ndarray:

@@ -71,6 +71,33 @@ class PostingStore:
             self.blk_data = grown(self.blk_data, cap * B, 0)
             self.blk_free = grown(self.blk_free, cap, 0)
 
+    def grow_for(self, entries: int) -> None:
+        """``reserve(entries, entries)``: what a kernel that stopped on ``room`` asks before it
+        goes on (each short array at least doubles, so growth on demand is amortised O(1))."""
+        self.reserve(entries, entries)
+
+    def append_many(self, keys: np.ndarray, ents: np.ndarray) -> None:
+        """``append(key, entry)`` of each pair in turn, in bulk: each list ends with the same
+        entries in the same order, O(n log n). The pairs are grouped by key (a sort), the
+        distinct keys counted, so the store grows once to what they need, not to the worst
+        case of every entry a new list; then each key is probed once, in the order of its hash
+        slot (the table is walked front to back, not at random), and its run of entries
+        appended in one go into consecutive blocks. (1M range subscriptions: 3.1M entries
+        under 0.36M keys; per-entry appends probing at random cost 1.5 s of CPU.)"""
+        n = len(keys)
+        if not n:
+            return
+        order = np.argsort(keys)  # quicksort; _stable_runs puts each run back in input order
+        sk = keys[order]
+        cut = np.flatnonzero(sk[1:] != sk[:-1]) + 1
+        starts = np.empty(len(cut) + 2, dtype=np.int64)
+        starts[0], starts[1:-1], starts[-1] = 0, cut, n
+        _stable_runs(order, starts)
+        self.reserve(len(starts) - 1, n)
+        first = sk[starts[:-1]]
+        home = (first.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & np.uint64(len(self.h_keys) - 1)
+        _append_runs(self.plain, first, starts, np.argsort(home), ents[order])
+
     @property
     def arrays(self) -> Postings:
         """The store as the kernels take it (built again after growth replaced arrays)."""
@@ -262,6 +289,19 @@ def lookup(h_keys, h_vals, key):
 
 
 @njit(cache=True)
+def room(st, n):
+    """Can ``n`` entries be appended to store ``st``, each perhaps opening a new list, without
+    growth? ``reserve(n, n)``'s rule, so after ``grow_for(n)`` it holds. Bulk posting checks it
+    per subscription and returns to Python to grow (on demand): reserving the worst case up front
+    (every entry a new list) sized the hash table and list arrays for 3.1M lists when 1M range
+    subscriptions open 0.36M (0.9-1.4 s of ``np.full``, and a hash table 8x too big for the cache)."""
+    meta = st.meta
+    if 2 * (meta[M_KEYS] + n) > len(st.h_keys) or meta[M_POSTINGS] + n > len(st.p_head):
+        return False
+    return meta[M_FREE_TOP] + len(st.blk_next) - meta[M_NEXT_BLOCK] >= n + n // B + 1
+
+
+@njit(cache=True)
 def _new_block(blk_next, blk_free, meta):
     if meta[M_FREE_TOP] > 0:
         meta[M_FREE_TOP] -= 1
@@ -311,6 +351,62 @@ def append(st, key, entry):
     blk_data[t * B + p_fill[p]] = entry
     p_fill[p] += 1
     meta[M_ENTRIES] += 1
+
+
+@njit(cache=True)
+def _stable_runs(order, starts):
+    """Sort each run ``order[starts[r]:starts[r + 1]]`` ascending (insertion sort: runs are
+    short), so an unstable sort by key becomes the stable one."""
+    for r in range(len(starts) - 1):
+        for i in range(starts[r] + 1, starts[r + 1]):
+            v = order[i]
+            j = i - 1
+            while j >= starts[r] and order[j] > v:
+                order[j + 1] = order[j]
+                j -= 1
+            order[j + 1] = v
+
+
+@njit(cache=True)
+def _append_runs(st, first, starts, korder, ents):
+    """Append ``ents[starts[r]:starts[r + 1]]`` to the list of key ``first[r]`` for each run
+    ``r`` in ``korder`` (room reserved): ``append``'s result, one probe per key."""
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta = st
+    for r in korder:
+        key = first[r]
+        i = slot_of(h_keys, key)
+        if h_keys[i] == EMPTY:
+            if meta[M_PFREE_TOP] > 0:
+                meta[M_PFREE_TOP] -= 1
+                p = p_free[meta[M_PFREE_TOP]]
+            else:
+                p = meta[M_POSTINGS]
+                meta[M_POSTINGS] += 1
+            meta[M_KEYS] += 1
+            h_keys[i] = key
+            h_vals[i] = p
+            p_head[p] = -1
+            p_tail[p] = -1
+            p_fill[p] = 0
+            p_key[p] = key
+        else:
+            p = h_vals[i]
+        t = p_tail[p]
+        f = p_fill[p]
+        for j in range(starts[r], starts[r + 1]):
+            if t < 0 or f == B:
+                b = _new_block(blk_next, blk_free, meta)
+                if t < 0:
+                    p_head[p] = b
+                else:
+                    blk_next[t] = b
+                t = b
+                f = 0
+            blk_data[t * B + f] = ents[j]
+            f += 1
+        p_tail[p] = t
+        p_fill[p] = f
+        meta[M_ENTRIES] += starts[r + 1] - starts[r]
 
 
 @njit(cache=True)

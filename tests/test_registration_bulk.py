@@ -32,6 +32,12 @@ def test_append_many_equals_appends_in_turn():
         P.truncate(a.arrays, p, -1, 0, len(ca[int(keys[0])]))
         q = P.lookup(b.h_keys, b.h_vals, int(keys[0]))
         P.truncate(b.arrays, q, -1, 0, len(cb[int(keys[0])]))
+    keys = np.repeat(np.array([5, -3], dtype=np.int64), 5000)[rng.permutation(10000)]  # long runs
+    ents = np.arange(10000, dtype=np.int64)
+    a.append_many(keys, ents)
+    got = a.contents()
+    for k in (5, -3):
+        assert np.array_equal(got[k][-int((keys == k).sum()):], ents[keys == k])
     a.append_many(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     a._check()
 

@@ -355,9 +355,13 @@ def append(st, key, entry):
 
 @njit(cache=True)
 def _stable_runs(order, starts):
-    """Sort each run ``order[starts[r]:starts[r + 1]]`` ascending (insertion sort: runs are
-    short), so an unstable sort by key becomes the stable one."""
+    """Sort each run ``order[starts[r]:starts[r + 1]]`` ascending, so an unstable sort by key
+    becomes the stable one: insertion sort for short runs, a sort for long ones (one common
+    keyword's global list can hold most entries: insertion sort would be quadratic)."""
     for r in range(len(starts) - 1):
+        if starts[r + 1] - starts[r] > 32:
+            order[starts[r]:starts[r + 1]] = np.sort(order[starts[r]:starts[r + 1]])
+            continue
         for i in range(starts[r] + 1, starts[r + 1]):
             v = order[i]
             j = i - 1

@@ -107,8 +107,9 @@ class SubTable(Laid):
             c.rx1[s], c.ry1[s], c.rx2[s], c.ry2[s] = ev.rect  # type: ignore[misc]
         else:
             c.x[s], c.y[s], c.k[s], c.alpha[s] = ev.x, ev.y, ev.k, ev.alpha
-            self.kw.ws[off:off + n] = unit_weights(ev.weights, n)
-            kb = int(self.buffer_size(ev.k))
+            self.kw.ws[off:off + n] = _unit(ev.weights, n)  # cached when no weights are given
+            k = ev.k  # buffer_size in plain Python (NumPy on one int cost 10 us a subscription)
+            kb = min(4 * k, max(k, math.ceil(self.kmax * k)))
             c.kb[s] = kb
             self.max_k, self.max_kb = max(self.max_k, ev.k), max(self.max_kb, kb)
             c.res_off[s] = self.res.alloc(kb)

@@ -162,23 +162,26 @@ def test_kill_and_restart_is_exactly_once(tmp_path: Path) -> None:
     want = _reference(tmp_path, events, s)
     out = tmp_path / "spark"
     cmd = _cli("run", str(events), "--out", str(out), "--engine", "spark", "--workers", "2",
-               "--partitioner", "dkm", "--init-objects", "5", "--lines-per-batch", "8", "--window", s.window,
+               "--partitioner", "dkm", "--init-objects", "5", "--lines-per-batch", "16", "--window", s.window,
                *(["--space", str(s.space)] if s.space else []), "--master", "local[2]")
     env = {**os.environ, "CI": "1"}
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
     batches = out / "batches"  # batches/<run id>/batch-*.json
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and len(list(batches.glob("*/batch-*.json"))) < 4:
+    while time.monotonic() < deadline and len(list(batches.glob("*/batch-*.json"))) < 2:
         assert p.poll() is None, "the run ended before it could be killed"
         time.sleep(0.2)
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
     done = len(list(batches.glob("*/batch-*.json")))
-    assert 4 <= done < len(s.events) // 8, done  # killed mid-stream
+    assert 2 <= done < len(s.events) // 16, done  # killed mid-stream
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert _files(out) == want
+    # quiet by default (issue 21 item 7), and no Py4J or worker trace after a successful run
+    for chatter in ("Traceback", "Py4J", "py4j", "TransformWithStateInPandas", "Setting default log level", " WARN "):
+        assert chatter not in r.stderr, r.stderr[-3000:]
 
 
 def test_csv_and_parquet_event_files_give_the_jsonl_results(spark, tmp_path: Path) -> None:
@@ -226,21 +229,6 @@ def test_csv_and_parquet_event_files_give_the_jsonl_results(spark, tmp_path: Pat
         def reasons(text: str) -> list:  # a rejection's raw is the converted line, not the row
             return [(r["line"], r["error"]) for r in map(json.loads, text.splitlines())]
         assert reasons(got["rejected.jsonl"]) == reasons(want["rejected.jsonl"]), name
-
-
-def test_a_cluster_master_url_gives_the_same_files(tmp_path: Path) -> None:
-    """--master local-cluster[2,1,1024]: a standalone-style cluster of two executor JVMs
-    (the code travels to separate executors, state lives there): same files."""
-    s = _stream(700, windows=("count",))
-    events = _write(tmp_path / "events.jsonl", s)
-    want = _reference(tmp_path, events, s)
-    out = tmp_path / "cluster"
-    cmd = _cli("run", str(events), "--out", str(out), "--engine", "spark", "--workers", "2", "--partitioner",
-               "location", "--index", "dkm", "--init-objects", "5", "--lines-per-batch", "30", "--window", s.window,
-               *(["--space", str(s.space)] if s.space else []), "--master", "local-cluster[2,1,1024]")
-    r = subprocess.run(cmd, env={**os.environ, "CI": "1"}, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert _files(out) == want
 
 
 def test_stream_replays_a_generated_workload(spark, tmp_path: Path) -> None:

@@ -23,9 +23,10 @@ index and conformance variant (``_check()`` after every event on every 7th seed,
 on every other). Findings go to OUTDIR/findings.jsonl, progress to OUTDIR/progress.txt.
 Issue 18's run (at 45e7c97, ``nice -n 10``, 44 min on one core): seeds 0..149,999, 150,000
 streams, 3,758,290 lines (2,642,358 accepted); the Gate never failed; 15 findings, two bugs,
-both outside these rooms and kept as strict xfails: 14 times an object at t = 1e308 whose
-expiry float(t) + float(T) is its own time (the compiled path, end of this file), once integer
-expiries 2**64 apart in a k-skyband (test_hardening_numbers.py).
+both outside these rooms, kept as strict xfails, since fixed (all 15 seeds replay clean): 14
+times an object at t = 1e308 whose expiry float(t) + float(T) is its own time (the compiled
+path, end of this file), once integer expiries 2**64 apart in a k-skyband
+(test_hardening_numbers.py).
 """
 
 from __future__ import annotations
@@ -131,12 +132,12 @@ def test_fuzzed_streams_100k_lines() -> None:
         seed += 1
 
 
-# Findings of the 150,000-stream run (/work/fuzz/run.py) outside these rooms, kept as strict
-# xfails for the engine room: an object published at t = 1e308 under time:2.5 expires at
-# float(t) + float(T) == t (SPEC 6), at its own time. The reference (and the plain path) keep
-# it for its own event and remove it before the next one; the compiled path marks it dead at
-# once but leaves it in the top-k result (Engine._check: "result holds a dead object"), and
-# the next event's notifications differ.
+# A finding of the 150,000-stream run (/work/fuzz/run.py), once a strict xfail: an object
+# published at t = 1e308 under time:2.5 expires at float(t) + float(T) == t (SPEC 6), at its
+# own time. The reference (and the plain path) keep it for its own event and remove it before
+# the next one; the compiled path marked it dead at once but left it in the top-k result
+# (Engine._check: "result holds a dead object"). Fixed in WindowClock.plan: a run's object
+# never leaves before the pub after its own.
 ZERO_LIFE = [
     {"op": "sub", "id": "s", "t": 0, "kind": "topk", "keywords": ["c"], "x": 0, "y": 0, "k": 2, "alpha": 0.0},
     {"op": "pub", "id": "o1", "t": 1e308, "x": 1, "y": 1, "keywords": ["c"]},
@@ -149,9 +150,7 @@ def test_zero_life_object_on_the_plain_path() -> None:
     compare(ZERO_LIFE, "time:2.5", None, engine_factory("grid"), batches=False)
 
 
-@pytest.mark.xfail(strict=True, reason="compiled path: an object whose expiry equals its own t (1e308 + 2.5) "
-                   "is dead at once but stays in results (engine room; issue 18 fuzzer finding)")
-@pytest.mark.parametrize("index", ["dkm", "igpt"])
+@pytest.mark.parametrize("index", ["dkm", "igpt", "aoiq", "auto"])
 def test_zero_life_object_on_the_compiled_path(index: str) -> None:
     compare(ZERO_LIFE, "time:2.5", None, engine_factory(index), batches=False)
 

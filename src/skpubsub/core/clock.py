@@ -122,11 +122,24 @@ class WindowClock:
             last = times[-1]
             while self._heap and self._heap[0][0] <= last:
                 taken.append(heapq.heappop(self._heap))
-            due = [(expiries[i], seqs[i], keys[i]) for i in range(m) if expiries[i] <= last]
-            entries = sorted(taken + due)
-            if entries:  # each leaves before the first object at or after its expiry (exact)
-                owner = [bisect_left(times, e[0]) for e in entries]
-                objs = [e[2] for e in entries]
+            # Each leaves before the first object at or after its expiry (exact), and a run's
+            # object never before its own arrival: one whose expiry is at or before its own t
+            # (``float(t) + float(T) == t`` at 1e308, SPEC 6 "Times") is kept for its own event
+            # and leaves before the next one, as on the plain path (``leaving`` then ``arrive``).
+            # Past the run's end it stays in the heap (``commit`` keeps what is not consumed).
+            for e in taken:
+                owner.append(bisect_left(times, e[0]))
+                objs.append(e)
+            for i in range(m):
+                if expiries[i] <= last:
+                    j = max(bisect_left(times, expiries[i]), i + 1)
+                    if j < m:
+                        owner.append(j)
+                        objs.append((expiries[i], seqs[i], keys[i]))
+            if objs:  # in leaving order: by owner, then by (expiry, seq) as the heap pops them
+                order = sorted(range(len(objs)), key=lambda q: (owner[q], objs[q]))
+                owner = [owner[q] for q in order]
+                objs = [objs[q][2] for q in order]
         return RunPlan.of(m, owner, objs, taken)
 
     def commit(self, plan: RunPlan, seqs: list[int] | None, keys: list[Any], expiries: list[Time] | None,

@@ -213,13 +213,13 @@ def test_dkm_topk_radius_scales_weights_like_engines(scale: float) -> None:
     assert math.isfinite(radius(1.0)) and radius(scale) == radius(1.0)
 
 
-# The fuzzer's finding (seed 27111 of /work/fuzz/run.py, minimised): an object whose integer
-# ``expires`` is 2**64 comes first, so the engine's float64 expiry column (``Engine._lives``) is
-# shifted by 2**64; the later expiries 62 and 63 both round to -2**64 there and tie, and the
-# k-skyband's dominance counts (results/kbest.put, kept incrementally) no longer match a recount.
-# Exact for any integer needs the column compared as an exact pair (hi = float(e), lo =
-# float(e - int(hi)), lexicographic: exact for |e| < 2**106 and for floats) in kbest.put,
-# results/refill and Engine._check, written by Engine._lives (engine and store rooms).
+# The fuzzer's finding (seed 27111 of /work/fuzz/run.py, minimised), once a strict xfail: an
+# object whose integer ``expires`` is 2**64 came first, so the engine's float64 expiry column
+# (``Engine._lives``) was shifted by 2**64; the later expiries 62 and 63 both rounded to -2**64
+# there and tied, and the k-skyband's dominance counts (results/kbest.put, kept incrementally)
+# no longer matched a recount. Lives are now exact pairs (hi = float(e), lo = e - int(hi) in
+# the object table's ``expiry_lo``), compared lexicographically (``kbest.later``) in
+# kbest.put, results/refill and Engine._check (SPEC 6 "Times").
 EXPIRES_2_64 = [
     {"op": "sub", "id": "s1", "t": 5, "kind": "topk", "keywords": ["a"], "x": -90, "y": -90, "k": 1000, "alpha": 0.4576013765084842},
     {"op": "pub", "id": "o0", "t": 9, "x": -90, "y": -90, "keywords": ["a", "c"], "expires": 2 ** 64},
@@ -230,8 +230,6 @@ EXPIRES_2_64 = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="k-skyband expiries are float64 offsets from the first expiry: exact only "
-                   "within 2**53 of it (issue 18 item 4; the fix is in engine/store/results, see the comment)")
 @pytest.mark.parametrize("buffer", ["skyband", "cskyband"])
 def test_kskyband_dominance_exact_for_expiries_far_apart(buffer: str) -> None:
     compare(EXPIRES_2_64, "time:1", None, engine_factory("dkm", buffer=buffer), batches=False)

@@ -90,7 +90,6 @@ class Engine:
         self._heap = heap(0, 0)  # refill scratch
         self.external = external_expiry
         self.alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
-        self._origin: int | None = None  # what the float64 lives are relative to (``_lives``)
         self._unheld: list[np.ndarray] = []  # keyword ids of freed objects and ended subs, not yet released
         self._held: list = []  # keyword ids of runs of new objects and subs, not yet counted
 
@@ -344,8 +343,8 @@ class Engine:
         self.stats["objects"] += 1
         kw = self.vocab.acquire(ev.keywords)  # held until the slot is freed (SPEC 6, "Memory")
         self.vocab.count(kw)
-        life = self._lives([self.clock.expiry(ev.t, ev.expires, ev.seq)])[0]
-        return self.objs.add(ev, kw, life, alive=self.window.retains)
+        hi, lo = self._lives([self.clock.expiry(ev.t, ev.expires, ev.seq)])
+        return self.objs.add(ev, kw, hi[0], alive=self.window.retains, expiry_lo=lo[0])
 
     def add_objects(self, evs: list[Pub]) -> list[int]:
         """``add_object`` of each event in turn (a run of pubs), the table written at once."""
@@ -356,22 +355,26 @@ class Engine:
             count(kw)
         self._held.append([i for kw in kws for i in kw])  # held until the slots are freed
         expiry = self.clock.expiry
-        lives = self._lives([expiry(ev.t, ev.expires, ev.seq) for ev in evs])
-        return self.objs.add_many(evs, kws, lives, alive=self.window.retains).tolist()
+        hi, lo = self._lives([expiry(ev.t, ev.expires, ev.seq) for ev in evs])
+        return self.objs.add_many(evs, kws, hi, alive=self.window.retains, expiry_lo=lo).tolist()
 
-    def _lives(self, exps: list) -> np.ndarray:
-        """The object table's ``expiry`` column (float64: what the k-skyband's dominance and
-        the refill compare, order only) from the clock's exact expiries. Integer stamps above
-        2**53 (nanoseconds) would round and tie there, so under a time window that starts with
-        one they are stored relative to that first expiry (exact while the expiries lie within
-        2**53 of it); otherwise the values themselves. O(len(exps))."""
-        org = self._origin
-        if org is None and self.window.kind == "time" and exps:
-            e = exps[0]
-            org = self._origin = e if type(e) is int and abs(e) > 2 ** 53 else 0
-        if not org:
-            return np.array(exps, dtype=np.float64)
-        return np.array([_shifted(e, org) for e in exps], dtype=np.float64)
+    def _lives(self, exps: list) -> tuple[np.ndarray, np.ndarray]:
+        """The object table's ``expiry`` and ``expiry_lo`` columns (what the k-skyband's
+        dominance and the refill compare, order only: ``kbest.later``) from the clock's exact
+        expiries, as exact pairs (SPEC 6 "Times"): hi = float(e) and, for an integer e, lo =
+        e - int(hi) (int32: exact for |e| < 2**84, beyond clamped, still in order; 0 for a
+        float). Rounding is monotone, so (hi, lo) compared lexicographically orders as e does,
+        an integer beside a float included. O(len(exps)); vectorised while |e| <= 2**53."""
+        try:
+            hi = np.array(exps, dtype=np.float64)
+        except OverflowError:  # an integer past float64 (t + T near 1.8e308): +-inf, then lo
+            hi = np.array([_float(e) for e in exps], dtype=np.float64)
+        lo = np.zeros(len(exps), dtype=np.int32)
+        for i in np.flatnonzero((np.abs(hi) > 2.0 ** 53) & (np.abs(hi) < math.inf)).tolist():
+            e = exps[i]  # only there can an integer have rounded
+            if type(e) is int:
+                lo[i] = min(max(e - int(hi[i]), -LO_MAX), LO_MAX)
+        return hi, lo
 
     def _publish(self, ev: Pub, o: int) -> None:
         w = self.window
@@ -569,9 +572,10 @@ class Engine:
             if self.subs.policy == B_KMAX:
                 assert not dom.any()
             else:
-                life = oc.expiry[objs]
+                hi, lo = oc.expiry[objs], oc.expiry_lo[objs]  # exact pairs (kbest.later)
                 for j in range(n):  # its dominators: ranked before it, leaving no earlier
-                    assert dom[j] == int((life[:j] >= life[j]).sum()) < k, "dominance count wrong"
+                    ge = (hi[:j] > hi[j]) | ((hi[:j] == hi[j]) & (lo[:j] >= lo[j]))
+                    assert dom[j] == int(ge.sum()) < k, "dominance count wrong"
             np.add.at(refs, objs, 1)
             if self.window.retains:
                 assert oc.alive[objs].all(), "result holds a dead object"
@@ -595,14 +599,12 @@ class Engine:
         self.index._check()
 
 
-def _shifted(e: int | float, org: int) -> float:
-    """``e - org`` rounded once to float64 (exact when it is below 2**53)."""
-    if type(e) is int:
-        return float(e - org)
-    if not math.isfinite(e):
-        return e
-    if e.is_integer():
-        return float(int(e) - org)
-    from fractions import Fraction  # a fractional time beside integer stamps: rare
+LO_MAX = 2 ** 31 - 1  # the int32 ``expiry_lo`` column's range (``Engine._lives``)
 
-    return float(Fraction(e) - org)
+
+def _float(e: int | float) -> float:
+    """float(e), an integer past float64's range as +-inf (order kept)."""
+    try:
+        return float(e)
+    except OverflowError:
+        return math.inf if e > 0 else -math.inf

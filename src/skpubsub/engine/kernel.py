@@ -74,7 +74,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
     old_o, old_k, dead = scratch.old_o, scratch.old_k, scratch.dead
     prefix = grid.prefix
     stamp_next, stamp = grid.stamp_next, grid.slots.stamp
-    o_life = orec.expiry
+    o_life, o_lo = orec.expiry, orec.expiry_lo  # exact pairs (kbest.later; SPEC 6 "Times")
     maxdist = grid.geo[4]
     n = len(b_obj)
     for i in range(start, n):
@@ -210,7 +210,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 cap = kb[s]
                 left = res_obj[ro + kk - 1] if nn >= kk else -1  # leaves the first k if o enters them
                 left_key = res_key[ro + kk - 1] if nn >= kk else 0.0
-                n1, dropped, pos = put(subs, o_refs, o_life, ro, nn, cap, kk, key, o)
+                n1, dropped, pos = put(subs, o_refs, o_life, o_lo, ro, nn, cap, kk, key, o)
                 if pos < 0:  # dominated by k objects that stay as long as it does
                     counters[C_EVICT] += 1
                     continue

@@ -15,11 +15,21 @@ from ..store.subscriptions import B_KMAX, B_SKYBAND, K_KNN, SubTable
 
 
 @njit(inline="always", cache=True)
-def put(subs, o_refs, o_life, ro, nn, cap, kk, key, o):
+def later(o_life, o_lo, a, b):
+    """Does object ``a`` leave no earlier than ``b``? Lives are exact pairs (SPEC 6 "Times":
+    integer expiries of any 64-bit size): ``o_life`` float(expiry), ``o_lo`` the integer
+    remainder past it (0 for a float expiry), compared lexicographically (Engine._lives)."""
+    ha = o_life[a]
+    hb = o_life[b]
+    return ha > hb or (ha == hb and o_lo[a] >= o_lo[b])
+
+
+@njit(inline="always", cache=True)
+def put(subs, o_refs, o_life, o_lo, ro, nn, cap, kk, key, o):
     """Insert the newest object ``o`` (key ``<= kth``) into the ``nn``-entry buffer at
     ``ro`` (of ``cap`` entries, result size ``kk``); it goes before equal keys (the newest
-    wins ties). ``o_refs``, ``o_life``: the objects' references (counted here) and departure
-    orders. Returns (new length,
+    wins ties). ``o_refs``, ``o_life`` and ``o_lo``: the objects' references (counted here) and
+    departure orders (exact pairs, ``later``). Returns (new length,
     object pushed out past ``cap`` or -1, its position or -1 when not placed).
 
     Under a k-skyband policy: ``o`` dominates each entry it ranks before and
@@ -32,11 +42,10 @@ def put(subs, o_refs, o_life, ro, nn, cap, kk, key, o):
     pos = nn
     while pos > 0 and res_key[ro + pos - 1] >= key:
         pos -= 1
-    life = o_life[o]
     mine = 0
     if prune:
         for j in range(pos):
-            if o_life[res_obj[ro + j]] >= life:
+            if later(o_life, o_lo, res_obj[ro + j], o):
                 mine += 1
         if mine >= kk:
             return nn, -1, -1
@@ -45,7 +54,7 @@ def put(subs, o_refs, o_life, ro, nn, cap, kk, key, o):
         w = pos
         for j in range(pos, nn):
             d = res_dom[ro + j]
-            if o_life[res_obj[ro + j]] <= life:
+            if later(o_life, o_lo, o, res_obj[ro + j]):
                 d += 1
                 if d >= kk:
                     o_refs[res_obj[ro + j]] -= 1
@@ -113,7 +122,7 @@ def insert_newest(t: SubTable, orec: np.ndarray, s: int, obj: int, key: float) -
 def _insert(subs, orec, s, obj, key):
     subs = Subs(*subs)  # a plain tuple from Python (layouts.plain)
     r = subs.rec[s]
-    n, dropped, _ = put(subs, orec.refs, orec.expiry, r.res_off, r.res_n, r.kb, r.k, key, obj)
+    n, dropped, _ = put(subs, orec.refs, orec.expiry, orec.expiry_lo, r.res_off, r.res_n, r.kb, r.k, key, obj)
     r.res_n = n
     after_put(subs, s)
     return dropped

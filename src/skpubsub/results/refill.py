@@ -25,7 +25,7 @@ from ..core.layouts import Heap, ObjectLive, Objects, Postings, Subs
 from ..core.scoring import carries_all, topk_key_ids
 from ..store import objects as _objects  # noqa: F401  (overloads postings.entry_id for ObjectLive)
 from ..store.subscriptions import B_CKSKYBAND, B_CSKYBAND, B_KMAX, B_SKYBAND, K_KNN
-from .kbest import skyband_theta
+from .kbest import later, skyband_theta
 
 POOL = 16  # a k-skyband policy weighs up to POOL*kb best candidates for its threshold
 
@@ -91,7 +91,7 @@ def refill(s, subs, objs, alive, freq, maxdist, heap):
     the table's policy (SubTable); ``complete`` iff it holds every qualifying object. Each
     object is read once (``objs.stamp`` against ``objs.next[0]``, a stamp the caller has just
     taken); ``heap``: scratch for ``POOL*kb`` candidates (key, seq, slot; ``heap.seq``
-    float64, later the lives of the k latest-leaving candidates). Returns the alive entries
+    float64, later the slots of the k latest-leaving candidates, compared by their exact lives). Returns the alive entries
     read, P: O(P log(candidates kept) + kb*k)."""
     sr = subs.rec
     kind, match_all, sx, sy, alpha = sr.kind, sr.match_all, sr.x, sr.y, sr.alpha
@@ -102,6 +102,7 @@ def refill(s, subs, objs, alive, freq, maxdist, heap):
     orec = objs.rec
     o_refs, o_seq, o_life, o_kwoff, o_kwlen, o_x, o_y, o_wo = (orec.refs, orec.seq, orec.expiry, orec.kw_off,
                                                                 orec.kw_len, orec.x, orec.y, orec.wo)
+    o_lo = orec.expiry_lo  # lives are exact pairs (kbest.later; SPEC 6 "Times")
     o_kw, o_stamp, st = objs.kw, objs.stamp, objs.next[0]
     hk, hq, ho, ids = heap.key, heap.seq, heap.obj, heap.ids
     ro = res_off[s]
@@ -188,7 +189,8 @@ def refill(s, subs, objs, alive, freq, maxdist, heap):
                 best = c
                 j = jj
     # The buffer: the first `cap` of those with fewer than k dominators (objects ranked
-    # before that leave no earlier), counted against the k latest-leaving seen so far.
+    # before that leave no earlier), counted against the k latest-leaving seen so far
+    # (their slots in hq[:seen], latest first; slots are below 2**53, exact as float64).
     got = 0
     cut = False
     seen = 0
@@ -196,16 +198,15 @@ def refill(s, subs, objs, alive, freq, maxdist, heap):
         o = ho[i]
         d = 0
         if prune:
-            life = o_life[o]
             for m in range(seen):
-                if hq[m] >= life:  # hq[:seen]: lives now, largest first
+                if later(o_life, o_lo, np.int64(hq[m]), o):  # hq[:seen]: slots now, latest first
                     d += 1
-            if seen < kk or life > hq[seen - 1]:
+            if seen < kk or not later(o_life, o_lo, np.int64(hq[seen - 1]), o):
                 m = seen if seen < kk else kk - 1
-                while m > 0 and hq[m - 1] < life:
+                while m > 0 and not later(o_life, o_lo, np.int64(hq[m - 1]), o):
                     hq[m] = hq[m - 1]
                     m -= 1
-                hq[m] = life
+                hq[m] = o
                 if seen < kk:
                     seen += 1
             if d >= kk:

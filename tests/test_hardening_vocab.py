@@ -219,3 +219,37 @@ def test_dispatcher_maps_level_off_on_an_endless_vocabulary(tmp_path, monkeypatc
     for name, a, b, bound in zip(("kw_workers", "_alive_kw", "alive", "where", "_keys", "subs", "clock", "vocab"),
                                  first, last, bounds):
         assert b <= bound and b <= 2 * a + 8, (name, a, b, bound)
+
+
+def test_prefix_plan_groups_level_off_on_an_endless_vocabulary(tmp_path, monkeypatch) -> None:
+    """``run --workers 2 --partitioner prefix`` over the endless vocabulary above: the prefix
+    plan's groups (``PrefixPlan._units``, one per loose prefix met) stay at what the live
+    subscriptions hold (a group is dropped with its last subscription), from the first quarter
+    of the run to its end; the groups' member counts match the placed subscriptions. Before
+    the fix a group was kept for every prefix ever met (~600 here; 3,448 at 25k events)."""
+    from collections import Counter
+
+    from skpubsub.runtime import local, runner
+
+    sizes: list[int] = []
+
+    class Watched(local.LocalCluster):
+        def apply(self, events):
+            out = super().apply(events)
+            plan = self.dispatcher.plan
+            members = getattr(plan, "_members", None)  # (absent before the fix: only the size fails)
+            if members is not None:
+                assert members == dict(Counter(plan._key(p) for p in plan._prefix.values()))
+                assert set(members) <= set(plan._units)
+            sizes.append(len(plan._units))
+            return out
+
+    monkeypatch.setattr(local, "LocalCluster", Watched)
+    src = tmp_path / "events.jsonl"
+    _endless_file(src, 6_000)
+    runner.run(src, tmp_path / "out", window="time:40", workers=2, partitioner="prefix", processes=False,
+               batch_size=250, init_objects=200, progress=False)
+    assert len(sizes) >= 20
+    first = max(sizes[: len(sizes) // 4])
+    last = max(sizes[len(sizes) // 2:])
+    assert last <= 80 and last <= 2 * first + 8, (first, last)  # ~60 live subscriptions

@@ -56,6 +56,11 @@ class PrefixPlan(DSkypePlan):
         self._units = units  # prefix tuple -> worker: the groups
         self._split = split  # prefixes whose group was split one keyword deeper
         self._prefix = prefix_of  # sub id -> the prefix it was placed with
+        # group -> live subscriptions placed in it: a group is dropped at zero, so the table
+        # stays at what the live subscriptions hold (SPEC 6 "Memory": an endless vocabulary)
+        self._members: dict[tuple[str, ...], int] = {}
+        for pref in prefix_of.values():
+            self._join(pref)
         self._kscore_param = kscore
         self._slack = slack
         self._pref_workers: dict[str, dict[int, int]] | None = None
@@ -74,6 +79,28 @@ class PrefixPlan(DSkypePlan):
         """The loose prefix ``sub_id`` was placed with (keywords in the global order)."""
         return self._prefix.get(sub_id)
 
+    def _key(self, pref: tuple[str, ...]) -> tuple[str, ...]:
+        """The group key of ``pref``: its first prefix not split (or ``pref`` itself)."""
+        d = 1
+        while pref[:d] in self._split and d < len(pref):
+            d += 1
+        return pref[:d]
+
+    def _join(self, pref: tuple[str, ...]) -> None:
+        key = self._key(pref)
+        self._members[key] = self._members.get(key, 0) + 1
+
+    def _leave(self, pref: tuple[str, ...]) -> None:
+        """A subscription placed with ``pref`` left its group; the last one drops the group
+        (a later subscription with that prefix starts it again, placed afresh)."""
+        key = self._key(pref)
+        n = self._members[key] - 1
+        if n:
+            self._members[key] = n
+        else:
+            del self._members[key]
+            self._units.pop(key, None)
+
     def group_of(self, pref: tuple[str, ...]) -> tuple[str, ...] | None:
         """The group (a prefix of ``pref``) that ``pref`` belongs to, None if none yet."""
         for d in range(1, len(pref) + 1):
@@ -91,10 +118,7 @@ class PrefixPlan(DSkypePlan):
         key = self.group_of(pref)
         if key is not None:
             return self._units[key]
-        d = 1
-        while pref[:d] in self._split and d < len(pref):
-            d += 1
-        key = pref[:d]
+        key = self._key(pref)
         w = self.least_loaded()
         if self._slack is not None:
             table = self._table()
@@ -121,6 +145,7 @@ class PrefixPlan(DSkypePlan):
         pref, cost = self._compute(sub, self._kscore_param)
         self._prefix[sub.id] = pref
         w = self.group_worker(pref, sub.keywords, cost)
+        self._join(pref)
         self._pref_route(pref, (w,), +1)
         return (w,), cost
 
@@ -128,7 +153,9 @@ class PrefixPlan(DSkypePlan):
         ws = self._where.get(sub_id)
         if ws is None:
             return
-        self._pref_route(self._prefix.pop(sub_id), ws, -1)
+        pref = self._prefix.pop(sub_id)
+        self._pref_route(pref, ws, -1)
+        self._leave(pref)
         super().remove(sub_id)
 
     def move(self, sub_id: Any, workers: tuple[int, ...]) -> None:
@@ -156,6 +183,8 @@ class PrefixPlan(DSkypePlan):
         ws = self._where[sub_id]
         self._pref_route(old, ws, -1)
         new = (self.group_worker(pref, sub.keywords, cost),)
+        self._join(pref)  # before leaving the old group: a group shared by both stays put
+        self._leave(old)
         self._move(sub_id, new, cost)
         self._prefix[sub_id] = pref
         self._pref_route(pref, new, +1)

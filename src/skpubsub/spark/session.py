@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -54,6 +56,7 @@ def _quiet_files() -> tuple[str, str]:
     per process: the wrapper runs this Python, with stdout dropped for QUIET_MODULES (they
     talk to the JVM over a socket, never stdout)."""
     d = tempfile.mkdtemp(prefix="skpubsub-spark-")
+    atexit.register(shutil.rmtree, d, True)  # registered before PySpark's own exit hook: runs after it
     log4j = os.path.join(d, "log4j2.properties")
     with open(log4j, "w") as f:
         f.write(LOG4J2)

@@ -62,7 +62,7 @@ def count_objects(counts, xs, ys, geo):
             counts[(4 ** level - 1) // 3 + cx * g + cy] += 1
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def objects_in(level, box, counts):
     """Objects seen in the ``box`` of cells on ``level`` (cells finer than the counted levels
     share their counted ancestor's count evenly)."""
@@ -78,7 +78,7 @@ def objects_in(level, box, counts):
     return total / 4.0 ** shift
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def text_rate(kind, every, tok, off, ln, kw_id, freq, total):
     """(probability that an arriving object is a text candidate of a slot, keywords it is
     posted under): pVq of Eqs. 4-7 with keywords taken as independent, add-one smoothed.
@@ -108,7 +108,7 @@ def text_rate(kind, every, tok, off, ln, kw_id, freq, total):
     return min(1.0, p), ln
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
     """The level the cost model posts region ``ext`` on, its box into ``out``; the plain
     rule (cells.best_level) when the model is off (``theta`` <= 0 or no counts) or fewer
@@ -134,7 +134,7 @@ def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
     return level
 
 
-@njit(cache=True)
+@njit(inline="always", cache=True)
 def slot_level(s, subs, grid, ext, out):
     """The level (and its box into ``out``) of ``grid`` that slot ``s``'s region ``ext`` is
     posted on: a range subscription by the plain rule (PS2Stream's, not CkQST's), kNN and

@@ -69,6 +69,10 @@ class Vocabulary:
         """One more object carries each of ``ids``."""
         self.freq[ids] += 1
 
+    def count_many(self, ids: list[int]) -> None:
+        """``count`` for a run of objects, their ids one after another (repeats add up)."""
+        np.add.at(self.freq, np.asarray(ids, dtype=np.int64), 1)
+
     # -- forgetting -------------------------------------------------------------------
     def acquire(self, words: tuple[str, ...]) -> list[int]:
         """Ids of ``words`` for a new holder (an object or a subscription): O(len(words))."""

@@ -349,11 +349,11 @@ class Engine:
     def add_objects(self, evs: list[Pub]) -> list[int]:
         """``add_object`` of each event in turn (a run of pubs), the table written at once."""
         self.stats["objects"] += len(evs)
-        ids, count = self.vocab.ids, self.vocab.count
+        ids = self.vocab.ids
         kws = [ids(ev.keywords) for ev in evs]
-        for kw in kws:
-            count(kw)
-        self._held.append([i for kw in kws for i in kw])  # held until the slots are freed
+        flat = [i for kw in kws for i in kw]
+        self.vocab.count_many(flat)  # one array call: a ``count`` per object cost more than its kernel
+        self._held.append(flat)  # held until the slots are freed
         expiry = self.clock.expiry
         hi, lo = self._lives([expiry(ev.t, ev.expires, ev.seq) for ev in evs])
         return self.objs.add_many(evs, kws, hi, alive=self.window.retains, expiry_lo=lo).tolist()

@@ -49,6 +49,13 @@ def _big(tmp: Path, n: int = 400_000) -> Path:
     return p
 
 
+def _as_from_a_terminal() -> None:
+    """A child's SIGINT as a terminal's shell gives it: a shell without job control starts
+    background jobs with SIGINT ignored, and an ignored signal is inherited (a suite run in
+    the background would otherwise test nothing)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _snapshot(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
 
@@ -163,7 +170,7 @@ def test_signal_is_one_line_and_keeps_the_previous_outputs(tmp_path: Path, sig: 
     out, snap = _previous_run(tmp_path)
     src = _big(tmp_path)
     p = subprocess.Popen([EXE, "run", str(src), "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=_as_from_a_terminal)
     started = [out / f".notifications.jsonl.{p.pid}.tmp", out / "notifications.jsonl"]  # (before: in place)
 
     def writing() -> bool:
@@ -189,7 +196,7 @@ def test_ctrl_c_with_worker_processes_is_one_line(tmp_path: Path) -> None:
     src = _big(tmp_path)
     p = subprocess.Popen([EXE, "run", str(src), "--out", str(out), "--workers", "2", "--partitioner", "hash",
                           "--init-objects", "50"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=_as_from_a_terminal)
     tmp = out / f".notifications.jsonl.{p.pid}.tmp"
     deadline = time.monotonic() + 90
     while not (tmp.exists() and tmp.stat().st_size) and p.poll() is None and time.monotonic() < deadline:

@@ -313,10 +313,9 @@ def _new_block(blk_next, blk_free, meta):
     return b
 
 
-@njit(cache=True)
-def append(st, key, entry):
-    """Append ``entry`` to the list of ``key`` (created if absent) in store ``st`` (a
-    ``Postings``, or the same as a plain tuple). Capacity reserved by the caller."""
+@njit(inline="always", cache=True)
+def _list_of(st, key):
+    """The list id of ``key`` in store ``st``, opened empty if absent (room reserved)."""
     h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta = st
     i = slot_of(h_keys, key)
     if h_keys[i] == EMPTY:
@@ -335,6 +334,15 @@ def append(st, key, entry):
         p_key[p] = key
     else:
         p = h_vals[i]
+    return p
+
+
+@njit(cache=True)
+def append(st, key, entry):
+    """Append ``entry`` to the list of ``key`` (created if absent) in store ``st`` (a
+    ``Postings``, or the same as a plain tuple). Capacity reserved by the caller."""
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta = st
+    p = _list_of(st, key)
     t = p_tail[p]
     if t < 0:
         b = _new_block(blk_next, blk_free, meta)
@@ -377,24 +385,7 @@ def _append_runs(st, first, starts, korder, ents):
     ``r`` in ``korder`` (room reserved): ``append``'s result, one probe per key."""
     h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta = st
     for r in korder:
-        key = first[r]
-        i = slot_of(h_keys, key)
-        if h_keys[i] == EMPTY:
-            if meta[M_PFREE_TOP] > 0:
-                meta[M_PFREE_TOP] -= 1
-                p = p_free[meta[M_PFREE_TOP]]
-            else:
-                p = meta[M_POSTINGS]
-                meta[M_POSTINGS] += 1
-            meta[M_KEYS] += 1
-            h_keys[i] = key
-            h_vals[i] = p
-            p_head[p] = -1
-            p_tail[p] = -1
-            p_fill[p] = 0
-            p_key[p] = key
-        else:
-            p = h_vals[i]
+        p = _list_of(st, first[r])
         t = p_tail[p]
         f = p_fill[p]
         for j in range(starts[r], starts[r + 1]):

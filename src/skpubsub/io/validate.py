@@ -349,13 +349,6 @@ class Gate:
         exp = self._expires.get(ident)
         return exp is None or exp > t
 
-    def _admits(self, ev: Event) -> bool:
-        try:
-            self._check_state(ev)
-        except Invalid:
-            return False
-        return True
-
     def _check_state(self, ev: Event) -> None:
         t = ev.t  # as given: int/float comparisons are exact (SPEC section 6, "Times")
         if self.last_t is not None and ev.t < self.last_t:  # exact, also for huge integers

@@ -83,6 +83,40 @@ def test_run_on_spark_equals_the_reference(spark, tmp_path: Path, partitioner: s
     assert (tmp_path / "spark" / "metrics.png").stat().st_size > 0
 
 
+def test_a_replayed_batch_rewrites_its_own_part_files(spark, tmp_path: Path) -> None:
+    """Issue 21 item 1: the worker tasks write their own part files, named by (run, batch,
+    worker). Spark replays a batch whose sink ran but whose commit was never logged (a
+    crash between them; here the commit log's last entry is removed): the replay rewrites
+    the same names with the same bytes, leaves no other file, and the assembled outputs
+    still equal the reference's."""
+    from skpubsub.spark.pipeline import run_spark
+
+    s = _stream(700, windows=("count",))
+    events = _write(tmp_path / "events.jsonl", s)
+    want = _reference(tmp_path, events, s)
+    out = tmp_path / "spark"
+    kw = dict(window=s.window, space=s.space, workers=2, partitioner="hash", init_objects=5, lines_per_batch=30,
+              spark=spark)
+    run_spark(events, out, **kw)
+    (run,) = (out / "batches").iterdir()
+    recorded = lambda: sorted(p["file"] for b in sorted(run.glob("batch-*.json"))  # noqa: E731
+                              for p in json.loads(b.read_text())["parts"])
+    first = {p.name: (p.read_bytes(), p.stat().st_ino) for p in run.glob("*.part")}
+    assert sorted(first) == recorded() and any(n.startswith("notes-") for n in first)
+    commits = out / "_checkpoint" / "query" / "commits"
+    last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+    (commits / str(last)).unlink()
+    (out / "notifications.jsonl").unlink()
+    run_spark(events, out, **kw)
+    again = {p.name: (p.read_bytes(), p.stat().st_ino) for p in run.glob("*.part")}
+    assert sorted(again) == sorted(first) == recorded()  # one copy of each, nothing else
+    assert not [p.name for p in run.iterdir() if p.name.startswith(".")]  # no temporary file left
+    replayed = [n for n in again if f"-{last:010d}-" in n]
+    assert replayed and all(again[n][1] != first[n][1] for n in replayed)  # rewritten by the replay ...
+    assert all(again[n][0] == first[n][0] for n in again)  # ... with the same bytes
+    assert _files(out) == want
+
+
 def test_a_checkpoint_refuses_another_runs_flags(spark, tmp_path: Path) -> None:
     from skpubsub.spark.pipeline import run_spark
 

@@ -33,23 +33,38 @@ def test_urls_keep_their_scheme_and_slashes() -> None:
 
 
 def test_outputs_and_state_files_on_a_non_local_file_system() -> None:
-    """The pyarrow branch: batch files, the assembled outputs and a state file on mock://."""
-    from skpubsub.spark.sink import assemble, clear_other_runs, write_batch
+    """The pyarrow branch: part files, batch records, the assembled outputs and a state
+    file on mock://."""
+    import pandas as pd
+
+    from skpubsub.spark.codec import pack_notes
+    from skpubsub.spark.sink import assemble, batch_dir, clear_other_runs, record_batch, write_parts
     from skpubsub.spark.source import _read
     from skpubsub.spark.statefile import Refused, read_state, write_state
+    from skpubsub.spark.worker import COLUMNS
 
     root = Loc("mock:///r")
     root.mkdir()
     out = root / "out"
-    write_batch(out, 0, {"notifications": ["a", "b"], "rejected": [], "stats": [], "source": []}, run="R")
-    write_batch(out, 1, {"notifications": ["c"], "rejected": ["x"], "results": ["r1"], "stats": [], "source": []},
-                run="R")
-    write_batch(out, 0, {"notifications": ["old"], "rejected": [], "stats": [], "source": []}, run="OLD")
+
+    def batch(run: str, b: int, rows: dict[int, list[tuple]]) -> None:
+        meta = [r for w, rs in rows.items() for r in write_parts(batch_dir(out, run), b, w, rs)]
+        record_batch(out, b, pd.DataFrame(meta, columns=COLUMNS), run=run)
+
+    def notes(w: int, lines: list[str], seqs: list[int], regs: list[int]) -> tuple:
+        return (w, "notes", len(lines), 0, "\n".join(lines), pack_notes(seqs, regs, [True] * len(lines)))
+
+    batch("R", 0, {0: [notes(0, ["b", "a"], [2, 1], [0, 0])], 1: [notes(1, ["b2"], [2, 1], [1, 1])[:2]
+                                                                  + (1, 0, "b2", pack_notes([2], [1], [True]))]})
+    batch("R", 1, {0: [notes(0, ["c"], [3], [0]), (0, "result", 0, 5, "r1", None)],
+                   -1: [(-1, "rejected", 7, 0, "x", None)]})
+    batch("OLD", 0, {0: [notes(0, ["old"], [1], [0])]})
     clear_other_runs(out, "R")
     info = assemble(out, "R")
-    assert (out / "notifications.jsonl").read_text() == "a\nb\nc\n"
+    assert (out / "notifications.jsonl").read_text() == "a\nb\nb2\nc\n"
     assert (out / "rejected.jsonl").read_text() == "x\n" and (out / "results.jsonl").read_text() == "r1\n"
     assert [b["batch"] for b in info["batches"]] == [0, 1] and not (out / "batches" / "OLD").exists()
+    assert [b["notifications"] for b in info["batches"]] == [3, 1]
     write_state(root / "s.json", "fmt", 1, {"k": [1, 2]})
     assert read_state(root / "s.json", "fmt", 1) == {"k": [1, 2]}
     with pytest.raises(Refused, match="version"):

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
 import posixpath
+import shutil
+import uuid
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator
 from urllib.parse import urlparse
 
 _ALIASES = {"s3a": "s3", "s3n": "s3"}
@@ -25,6 +26,13 @@ _ALIASES = {"s3a": "s3", "s3n": "s3"}
 def _is_url(s: str) -> bool:
     scheme = urlparse(s).scheme
     return len(scheme) > 1 and ("://" in s or s.startswith(scheme + ":/"))  # "C:\\" is no URL
+
+
+def _discard(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 class _Raw(io.RawIOBase):
@@ -237,19 +245,29 @@ class Loc:
         fs, path = self.fs
         return fs.open_output_stream(path)
 
-    def write_atomic(self, data: bytes) -> None:
-        """A temporary name, then a rename (fsync'd locally): a reader sees all or nothing."""
-        tmp = self.parent / f".{self.name}.tmp{os.getpid()}"
+    def write_atomic(self, data: "bytes | Iterable[bytes]") -> None:
+        """A temporary name, then a rename (fsync'd locally): a reader sees all or nothing.
+        ``data`` may be chunks (written as they come: a part file is never joined whole).
+        The temporary name is unique per writer: two attempts of one Spark task, on any
+        hosts, never write into each other's file, and the rename is last-writer-wins."""
+        tmp = self.parent / f".{self.name}.tmp{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        chunks = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
         if self.local:
-            with open(tmp.path, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp.path, self.path)
+            try:
+                with open(tmp.path, "wb") as f:
+                    for c in chunks:
+                        f.write(c)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp.path, self.path)
+            except BaseException:
+                _discard(tmp.path)
+                raise
             return
         fs, path = self.fs
         with fs.open_output_stream(tmp.fs[1]) as f:
-            f.write(data)
+            for c in chunks:
+                f.write(c)
         fs.move(tmp.fs[1], path)
 
     def replace_with(self, src: "Loc") -> None:

@@ -4,12 +4,12 @@ The streaming query is::
 
     readStream.format("skpubsub")                         # lines -> sequencer -> per-worker rows
       .groupBy("worker").transformWithStateInPandas(...)  # one worker engine per key, RocksDB state
-      .writeStream.foreachBatch(sink)                     # merged, one file set per batch id
+      .writeStream.foreachBatch(sink)                     # per-batch metadata (the tasks wrote the lines)
 
 and is restartable from its checkpoint directory: the sequencer's snapshots, the
-query's offsets and state, and the sink's per-batch files all key on offsets or
-batch ids, so a replayed batch reproduces the same rows and overwrites the same
-files.
+query's offsets and state, the tasks' part files and the sink's batch records all key
+on offsets or batch ids, so a replayed batch reproduces the same rows and overwrites the
+same files.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from ..partition.stats import Statistics
 from ..runtime.engines import DEFAULT_INDEX
 from .formats import is_tabular, to_jsonl
 from .fs import Loc
-from .sink import assemble, clear_other_runs, merge, write_batch
+from .sink import assemble, batch_dir, clear_other_runs, record_batch
 from .statefile import read_stats, write_stats
 from .worker import OUTPUT_SCHEMA
 
@@ -203,20 +203,22 @@ def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, ind
         opts["linesPerSecond"] = str(lines_per_second)
     routed = spark.readStream.format("skpubsub").options(**opts).load()
     outputs = routed.groupBy("worker").transformWithStateInPandas(
-        WorkerProcessor(config["window"], config["space"], index, params, snapshot_every, config["keys"]),
+        WorkerProcessor(config["window"], config["space"], index, params, snapshot_every, config["keys"],
+                        out.uri, config["run"]),
         OUTPUT_SCHEMA, "Append", "None")
 
     run = config["run"]
+    batch_dir(out, run).mkdir()
 
     def sink(df, batch_id: int) -> None:
+        """The workers wrote their lines as part files; only their metadata rows come here."""
         t0 = time.perf_counter()
         with warnings.catch_warnings():  # a query stopped mid-batch (stream's timeout, Ctrl-C): the job is
             warnings.simplefilter("ignore", UserWarning)  # cancelled, Spark replays the batch; no trace printed
             pdf = df.toPandas()  # runs the batch: the workers' tasks end here
         t1 = time.perf_counter()
-        merged = merge(pdf)
-        write_batch(out, batch_id, merged, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
-                                            "sink_seconds": round(time.perf_counter() - t1, 6)}, run)
+        record_batch(out, batch_id, pdf, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
+                                          "collected_rows": len(pdf)}, run, started=t1)
 
     w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", (checkpoint / "query").uri)
     w = w.trigger(availableNow=True) if once else w.trigger(processingTime=f"{trigger_seconds} seconds")
@@ -231,7 +233,8 @@ def _metrics(out: Loc, progress: list[dict], wall: float, config: dict, index: s
     per_batch = []
     for b in batches:
         workers = [w for w in b["workers"] if "apply_seconds" in w]
-        work = [w["load_seconds"] + w["apply_seconds"] + w["state_seconds"] for w in workers]
+        work = [w["load_seconds"] + w["apply_seconds"] + w["state_seconds"] + w.get("write_seconds", 0.0)
+                for w in workers]  # writing the part files is the worker's own work
         src = b.get("source") or [{}]
         seq_s = sum(x.get("restore_seconds", 0.0) + x.get("sequence_seconds", 0.0) + x.get("snapshot_seconds", 0.0)
                     for x in src)

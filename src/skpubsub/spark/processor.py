@@ -38,7 +38,9 @@ from pyspark.sql.types import BinaryType, LongType, StringType, StructField, Str
 
 from ..core.config import Space, Window
 from .codec import decode_driver, decode_items
+from .fs import Loc
 from .sequencer import DRIVER
+from .sink import batch_dir, write_parts
 from .worker import COLUMNS, WorkerState, driver_rows
 
 SNAP_CHUNK = 8 << 20  # bytes per snapshot entry
@@ -46,10 +48,24 @@ SNAP_CHUNK = 8 << 20  # bytes per snapshot entry
 _CACHE: dict[tuple[str, int], tuple[int, WorkerState]] = {}
 
 
+def _batch_id() -> int:
+    """The micro-batch this task belongs to: Spark sets it as a local property of every
+    streaming job (PySpark's own ``foreach`` writer reads it the same way); a replay has
+    the same id, so its part files get the same names."""
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    v = tc.getLocalProperty("streaming.sql.batchId") if tc is not None else None
+    if v is None:
+        raise RuntimeError("the Spark task does not know its micro-batch id (streaming.sql.batchId)")
+    return int(v)
+
+
 class WorkerProcessor(StatefulProcessor):
     def __init__(self, window: str, space: str, index: str, params: dict | None = None,
-                 snapshot_every: int = 16, keys: list[int] | None = None) -> None:
+                 snapshot_every: int = 16, keys: list[int] | None = None, out: str = "", run: str = "run") -> None:
         self.window, self.space, self.index = window, space, index
+        self.out, self.run = out, run  # where the tasks write their part files (a URL: any file system)
         # grouping key -> worker id (the last key carries the driver rows)
         self.worker_of = {k: w for w, k in enumerate(keys[:-1])} if keys else {}
         if keys:
@@ -99,9 +115,11 @@ class WorkerProcessor(StatefulProcessor):
         worker = self.worker_of.get(int(key[0]), int(key[0]))
         pdf = pd.concat(list(rows), ignore_index=True).sort_values("part", kind="stable")
         payloads = [bytes(p) for p in pdf["payload"]]
+        batch = _batch_id()
+        parts = batch_dir(Loc(self.out), self.run)
         if worker == DRIVER:
             out = [r for p in payloads for r in driver_rows(decode_driver(p))]
-            yield pd.DataFrame(out, columns=COLUMNS)
+            yield pd.DataFrame(write_parts(parts, batch, DRIVER, out), columns=COLUMNS)
             return
         t0 = time.perf_counter()
         (token, version, logged, snap_version), ws, how = self._load(worker)
@@ -120,9 +138,11 @@ class WorkerProcessor(StatefulProcessor):
         self.meta.update((token, version + 1, logged, snap_version))
         _CACHE[(token, worker)] = (version + 1, ws)
         t3 = time.perf_counter()
+        out = write_parts(parts, batch, worker, out)  # the lines go to files here, not to the driver
+        t4 = time.perf_counter()
         out.append(ws.stat_row(
             items=len(items), cache=how, load_seconds=round(t1 - t0, 6),
-            apply_seconds=round(t2 - t1, 6), state_seconds=round(t3 - t2, 6),
+            apply_seconds=round(t2 - t1, 6), state_seconds=round(t3 - t2, 6), write_seconds=round(t4 - t3, 6),
             ingest=float(pdf["ingest"].min()), log_entries=logged, snapshot_bytes=snap_bytes,
             routed_bytes=sum(len(p) for p in payloads)))
         yield pd.DataFrame(out, columns=COLUMNS)

@@ -1,72 +1,165 @@
-"""The sink: merges the workers' output rows of one micro-batch into files.
+"""The outputs: worker tasks write their own part files, the driver keeps per-batch metadata.
 
-Each micro-batch writes its own files, named by batch id, atomically (write a
-temporary file, then rename), so a batch Spark replays after a failure rewrites
-the same bytes: no notification is lost or duplicated. ``assemble`` joins the
-batch files into the four outputs of SPEC section 4.
+Each task of micro-batch ``B`` writes what it produced through :class:`~.fs.Loc` to the
+output location, in ``OUT/batches/<run id>/`` (the id the checkpoint was created with,
+``run.json``)::
 
-The batch files live in ``OUT/batches/<run id>/``, the id the checkpoint was created
-with (``run.json``), and only that run's folder is joined: an output folder that still
-holds another checkpoint's batches (``_checkpoint`` removed, as the refusal message
-says) never mixes them into the new outputs; ``clear_other_runs`` removes them.
+    notes-<B>-<worker>.part      the worker's notifications, sorted by (event seq, registration order)
+    results-<B>-<worker>.part    its final results (the last batch only), sorted by registration order
+    rejected-<B>-driver.part     the sequencer's rejections (the task of the driver rows), in line order
+
+each atomically (a temporary name, then a rename) and named by (run, batch, worker) alone,
+so a batch Spark replays after a failure rewrites the same names with the same bytes: no
+notification is lost or doubled. A part line is a key, then the output line: 16 hex digits
+of the event's seq and 16 of the subscription's registration position (the seq of its
+``sub``), then ``m`` for a range match or ``-`` (``results``: 16 hex digits of the
+registration position). Fixed-width hex compares as bytes in numeric order, so the merge
+compares slices, never parses.
+
+The driver's ``foreachBatch`` receives only a few rows per task (the part files' names and
+counts, each worker's load record, the sequencer's metadata) and writes ``batch-<B>.json``.
+``assemble`` builds the four outputs of SPEC section 4: per batch in batch order, a
+streaming k-way merge (``heapq.merge`` over the parts' line iterators) of the parts that
+batch recorded. Memory is one line per part whatever the output volume; the order is
+the one a single engine gives (what :func:`merge_notes` documents).
+
+Only this run's folder is joined: an output folder that still holds another
+checkpoint's batches (``_checkpoint`` removed, as the refusal message says) never mixes
+them into the new outputs; ``clear_other_runs`` removes them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import json
 import os
-import shutil
+import time
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ..engine.snapshot import Refused
+from ..io.encode import json_text
 from .codec import unpack_notes
 from .fs import Loc
 
 BATCH_DIR = "batches"
+NOTE_KEY = 32  # hex seq + hex registration position; then the match flag
+MATCH, OTHER = ord("m"), ord("-")
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)  # the 16 nibbles, most significant first
+_CHUNK = 1 << 16  # lines per write
 
 
-def _write_atomic(path: Loc, text: str) -> None:
-    path.write_atomic(text.encode("utf-8"))
+def _hex16(v: np.ndarray) -> np.ndarray:
+    """(n, 16) ASCII hex digits of non-negative integers (seqs and positions are)."""
+    v = np.asarray(v, np.int64)
+    if len(v) and int(v.min()) < 0:
+        raise Refused(f"part key: negative position {int(v.min())}")
+    nib = (v.astype(np.uint64)[:, None] >> _SHIFTS) & np.uint64(15)
+    return _HEX[nib.astype(np.intp)]
 
 
-def merge(pdf: pd.DataFrame) -> dict[str, Any]:
-    """One batch's rows -> notification lines, rejection lines, results, stats, meta.
+def _keyed(keys: np.ndarray, lines: list[str], order: np.ndarray) -> Iterator[bytes]:
+    """Chunks of ``key + line + "\\n"`` for ``lines`` taken in ``order`` (``keys`` already in it)."""
+    width = keys.shape[1]
+    text = keys.tobytes().decode("ascii")
+    idx = order.tolist()
+    for s in range(0, len(idx), _CHUNK):
+        yield "".join([text[width * i:width * (i + 1)] + lines[j] + "\n"
+                       for i, j in enumerate(idx[s:s + _CHUNK], s)]).encode("utf-8")
 
-    Notifications of one event are put in subscription registration order (what a
-    single engine does); a range match of a subscription replicated on several
-    workers is kept once. O(rows log rows).
-    """
-    out: dict[str, Any] = {}
-    lines: list[str] = []
-    parts: list[tuple] = []
-    notes = pdf[pdf["kind"] == "notes"]
-    for n, text, blob in zip(notes["seq"], notes["line"], notes["blob"]):
-        lines += text.split("\n")
-        parts.append(unpack_notes(bytes(blob), int(n)))
-    if parts:
-        seq, reg, match = (np.concatenate([p[i] for p in parts]) for i in range(3))
-        order = np.lexsort((reg, seq))  # stable: a worker's own order stays
-        seq, reg, match = seq[order], reg[order], match[order]
-        dup = np.zeros(len(order), bool)
-        dup[1:] = match[1:] & (seq[1:] == seq[:-1]) & (reg[1:] == reg[:-1])
-        out["notifications"] = [lines[i] for i in order[~dup]]
-    else:
-        out["notifications"] = []
-    rej = pdf[pdf["kind"] == "rejected"].sort_values("seq", kind="stable")
-    out["rejected"] = rej["line"].tolist()
-    res = pdf[pdf["kind"] == "result"]
-    if len(res):
-        res = res.sort_values("reg", kind="stable").drop_duplicates(["reg"])
-        out["results"] = res["line"].tolist()
-    out["stats"] = [json.loads(x) for x in pdf.loc[pdf["kind"] == "stat", "line"]]
-    out["source"] = [json.loads(x) for x in pdf.loc[pdf["kind"] == "source", "line"]]
-    meta = pdf.loc[pdf["kind"] == "meta", "line"].tolist()
-    if meta:
-        out["meta"] = json.loads(meta[-1])
-    return out
+
+def note_part(lines: list[str], seq: np.ndarray, reg: np.ndarray, match: np.ndarray) -> Iterator[bytes]:
+    """One worker's notifications of a batch and their order columns as a part file's
+    chunks, sorted by (seq, registration position); stable, so one event's notifications
+    of one subscription keep the worker's order."""
+    n = len(lines)
+    if not len(seq) == len(reg) == len(match) == n:
+        raise Refused(f"notification rows: {n} lines for {len(seq)} notifications")
+    order = np.lexsort((reg, seq))
+    keys = np.empty((n, NOTE_KEY + 1), np.uint8)
+    keys[:, :16] = _hex16(seq[order])
+    keys[:, 16:32] = _hex16(reg[order])
+    keys[:, 32] = np.where(match[order], MATCH, OTHER)
+    return _keyed(keys, lines, order)
+
+
+def result_part(regs: list[int], lines: list[str]) -> Iterator[bytes]:
+    """Result lines keyed and sorted (stably) by registration position."""
+    reg = np.asarray(regs, np.int64)
+    order = np.argsort(reg, kind="stable")
+    return _keyed(_hex16(reg[order]), lines, order)
+
+
+def _part_name(kind: str, batch: int, worker: int) -> str:
+    return f"{kind}-{batch:010d}-{'driver' if worker < 0 else f'{worker:04d}'}.part"
+
+
+def write_parts(d: Loc, batch: int, worker: int, rows: list[tuple]) -> list[tuple]:
+    """Inside a worker task: write the task's notifications, results and rejections of
+    micro-batch ``batch`` as part files in ``d``; returns the other rows plus one small
+    ``part`` row per file written (what the driver receives instead of the lines)."""
+    keep: list[tuple] = []
+    notes: list[tuple] = []
+    results: list[tuple] = []
+    rejected: list[tuple] = []
+    for r in rows:
+        {"notes": notes, "result": results, "rejected": rejected}.get(r[1], keep).append(r)
+    files: list[tuple[str, int, Iterable[bytes]]] = []
+    if notes:  # a worker's rows of the batch, in row order (one row in practice)
+        lines = [x for r in notes for x in r[4].split("\n")]
+        cols = [unpack_notes(bytes(r[5]), int(r[2])) for r in notes]
+        seq, reg, match = (np.concatenate([c[i] for c in cols]) for i in range(3))
+        files.append(("notes", len(lines), note_part(lines, seq, reg, match)))
+    if results:
+        files.append(("results", len(results), result_part([int(r[3]) for r in results], [r[4] for r in results])))
+    if rejected:
+        rejected.sort(key=lambda r: int(r[2]))  # stable: line order
+        files.append(("rejected", len(rejected), [("".join(r[4] + "\n" for r in rejected)).encode("utf-8")]))
+    if files:
+        d.mkdir()
+    for kind, count, chunks in files:
+        name = _part_name(kind, batch, worker)
+        (d / name).write_atomic(chunks)
+        keep.append((worker, "part", count, 0, json_text({"batch": batch, "kind": kind, "worker": worker,
+                                                          "file": name, "count": count}), None))
+    return keep
+
+
+def merge_notes(parts: list[Iterable[bytes]]) -> Iterator[bytes]:
+    """The output lines of one batch from its notes parts (each sorted by key), in order:
+    by (event seq, registration position), ties in part order then within-part order
+    (``heapq.merge`` is stable), which is a single engine's order; a range match of a
+    subscription replicated on several workers is kept once (a match whose key equals
+    the previous line's). Streams: one line per part in memory."""
+    lines = parts[0] if len(parts) == 1 else heapq.merge(*parts, key=itemgetter(slice(0, NOTE_KEY)))
+    prev = None
+    for line in lines:
+        k = line[:NOTE_KEY]
+        if line[NOTE_KEY] == MATCH and k == prev:
+            continue
+        prev = k
+        yield line[NOTE_KEY + 1:]
+
+
+def merge_results(parts: list[Iterable[bytes]]) -> Iterator[bytes]:
+    """The result lines from the results parts: by registration position, the first of a
+    subscription held by several workers kept."""
+    lines = parts[0] if len(parts) == 1 else heapq.merge(*parts, key=itemgetter(slice(0, 16)))
+    prev = None
+    for line in lines:
+        k = line[:16]
+        if k == prev:
+            continue
+        prev = k
+        yield line[16:]
 
 
 def batch_dir(out: Path | Loc, run: str) -> Loc:
@@ -89,47 +182,99 @@ def clear_other_runs(out: Path | Loc, run: str) -> None:
             p.unlink()
 
 
-def write_batch(out: Path | Loc, batch_id: int, merged: dict[str, Any], extra: dict | None = None,
-                run: str = "run") -> None:
-    """Write one batch's files (idempotent per ``batch_id``) into ``batch_dir(out, run)``."""
+def record_batch(out: Path | Loc, batch_id: int, pdf: pd.DataFrame, extra: dict | None = None,
+                 run: str = "run", started: float | None = None) -> dict:
+    """On the driver: micro-batch ``batch_id``'s metadata rows (a few per task) ->
+    ``batch-<B>.json`` (idempotent per ``batch_id``): the part files, the workers' load
+    records, the sequencer's timing and, at the end, the run's totals."""
+    def of(kind: str) -> list:
+        return [json.loads(x) for x in pdf.loc[pdf["kind"] == kind, "line"]]
+
+    parts = sorted(of("part"), key=lambda p: (p["kind"], p["worker"]))
+    for p in parts:
+        if p["batch"] != batch_id:  # the task's batch id and the sink's must agree
+            raise Refused(f"micro-batch {batch_id}: a task wrote its parts as batch {p['batch']}")
+    info = {"batch": batch_id, "parts": parts, "written": sum(p["count"] for p in parts if p["kind"] == "notes"),
+            "workers": of("stat"), "source": of("source"), **(extra or {})}
+    meta = of("meta")
+    if meta:
+        info["meta"] = meta[-1]
+    if started is not None:  # the sink's own time (the collect before it excluded)
+        info["sink_seconds"] = round(time.perf_counter() - started, 6)
     d = batch_dir(out, run)
     d.mkdir()
-    name = f"{batch_id:010d}"
-    _write_atomic(d / f"notifications-{name}.jsonl", "".join(x + "\n" for x in merged["notifications"]))
-    if merged["rejected"]:
-        _write_atomic(d / f"rejected-{name}.jsonl", "".join(x + "\n" for x in merged["rejected"]))
-    if "results" in merged:
-        _write_atomic(d / f"results-{name}.jsonl", "".join(x + "\n" for x in merged["results"]))
-    info = {"batch": batch_id, "notifications": len(merged["notifications"]),
-            "workers": merged["stats"], "source": merged["source"], **(extra or {})}
-    if "meta" in merged:
-        info["meta"] = merged["meta"]
-    _write_atomic(d / f"batch-{name}.json", json.dumps(info))
+    (d / f"batch-{batch_id:010d}.json").write_atomic(json.dumps(info).encode("utf-8"))
+    return info
 
 
-def _batch_files(d: Loc, prefix: str, suffix: str = ".jsonl") -> list[Loc]:
+def _batch_files(d: Loc, prefix: str, suffix: str) -> list[Loc]:
     if not d.is_dir():
         return []
     return [p for p in d.iterdir() if p.name.startswith(prefix + "-") and p.name.endswith(suffix)]  # by name
 
 
-def _join(dst: Loc, parts: list[Loc]) -> None:
-    """``dst`` = the parts one after the other, streamed (never whole in memory), then renamed."""
-    tmp = dst.parent / f".{dst.name}.tmp{os.getpid()}"
-    with tmp.open_write() as f:
-        for p in parts:
-            with p.open_read() as src:
-                shutil.copyfileobj(src, f, 1 << 20)
-    dst.replace_with(tmp)
+def _lines_of(loc: Loc, stack: contextlib.ExitStack) -> Iterator[bytes]:
+    try:
+        return iter(stack.enter_context(loc.open_read()))
+    except FileNotFoundError:
+        raise Refused(f"{loc}: a part file the batch recorded is missing") from None
+
+
+class _Out:
+    """An output file written under a temporary name and renamed at the end: the file is
+    whole or absent. ``put`` takes line iterators and writes them in chunks."""
+
+    def __init__(self, dst: Loc) -> None:
+        self.dst, self.tmp = dst, dst.parent / f".{dst.name}.tmp{os.getpid()}"
+
+    def __enter__(self) -> "_Out":
+        self.f = self.tmp.open_write()
+        return self
+
+    def put(self, lines: Iterator[bytes]) -> int:
+        n = 0
+        while chunk := list(islice(lines, _CHUNK)):
+            self.f.write(b"".join(chunk))
+            n += len(chunk)
+        return n
+
+    def copy(self, src: Loc) -> None:
+        with src.open_read() as f:
+            while block := f.read(1 << 20):
+                self.f.write(block)
+
+    def __exit__(self, kind, *_: Any) -> None:
+        self.f.close()
+        if kind is None:
+            self.dst.replace_with(self.tmp)
+        elif self.tmp.local:
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp.path)
 
 
 def assemble(out: Path | Loc, run: str = "run") -> dict:
-    """Join run ``run``'s batch files into ``notifications.jsonl``, ``rejected.jsonl`` and
-    ``results.jsonl``; returns the per-batch info records in batch order."""
+    """Join run ``run``'s part files into ``notifications.jsonl``, ``rejected.jsonl`` and
+    ``results.jsonl``; returns the per-batch info records in batch order, each with the
+    number of notification lines it contributed (``notifications``)."""
     out = Loc(out)
     d = batch_dir(out, run)
-    for prefix in ("notifications", "rejected"):
-        _join(out / f"{prefix}.jsonl", _batch_files(d, prefix))
-    _join(out / "results.jsonl", _batch_files(d, "results")[-1:])
     batches = [json.loads(p.read_text()) for p in _batch_files(d, "batch", ".json")]
+
+    def files(b: dict, kind: str) -> list[Loc]:
+        return [d / p["file"] for p in b["parts"] if p["kind"] == kind]  # in worker order
+
+    with _Out(out / "notifications.jsonl") as o:
+        for b in batches:
+            with contextlib.ExitStack() as stack:
+                parts = [_lines_of(p, stack) for p in files(b, "notes")]
+                b["notifications"] = o.put(merge_notes(parts)) if parts else 0
+    with _Out(out / "rejected.jsonl") as o:
+        for b in batches:
+            for p in files(b, "rejected"):
+                o.copy(p)
+    last = next((b for b in reversed(batches) if files(b, "results")), None)
+    with _Out(out / "results.jsonl") as o:
+        if last is not None:
+            with contextlib.ExitStack() as stack:
+                o.put(merge_results([_lines_of(p, stack) for p in files(last, "results")]))
     return {"batches": batches}

@@ -27,11 +27,12 @@ from .sequencer import DRIVER
 FORMAT = "skpubsub-spark-worker"
 VERSION = 1
 
-# Output row: (worker, kind, seq, reg, line, blob). kind is "notes" (all of a batch's
-# notifications of one worker in one row: ``line`` their JSON lines joined by "\n",
-# ``blob`` their (seq, reg, is range match) columns, ``seq`` their number), "result", "stat", "rejected",
-# "meta" or "source". One row for millions of notifications keeps Arrow's per-row
-# cost out of the way.
+# Output row: (worker, kind, seq, reg, line, blob). What ``apply`` returns: "notes" (all
+# of a batch's notifications of one worker in one row: ``line`` their JSON lines joined by
+# "\n", ``blob`` their (seq, reg, is range match) columns, ``seq`` their number), "result",
+# "stat", "rejected", "meta" or "source". The task turns notes, results and rejections into
+# part files (``sink.write_parts``) and sends only "part" rows (file name and count), the
+# "stat" row and the driver rows' "meta"/"source" on to the driver.
 OUTPUT_SCHEMA = "worker int, kind string, seq long, reg long, line string, blob binary"
 COLUMNS = [c.split()[0] for c in OUTPUT_SCHEMA.split(", ")]
 

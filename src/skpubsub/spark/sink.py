@@ -54,7 +54,7 @@ NOTE_KEY = 32  # hex seq + hex registration position; then the match flag
 MATCH, OTHER = ord("m"), ord("-")
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 _SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)  # the 16 nibbles, most significant first
-_CHUNK = 1 << 16  # lines per write
+_CHUNK = 4096  # lines per write: a few hundred kB
 
 
 def _hex16(v: np.ndarray) -> np.ndarray:
@@ -259,6 +259,10 @@ def assemble(out: Path | Loc, run: str = "run") -> dict:
     out = Loc(out)
     d = batch_dir(out, run)
     batches = [json.loads(p.read_text()) for p in _batch_files(d, "batch", ".json")]
+    for b in batches:
+        if not isinstance(b.get("parts"), list):  # the driver-side sink's batches (before part files)
+            raise Refused(f"{d}: batch {b.get('batch')} was written by an older version of the Spark sink; "
+                          "remove the checkpoint and OUT/batches and run again")
 
     def files(b: dict, kind: str) -> list[Loc]:
         return [d / p["file"] for p in b["parts"] if p["kind"] == kind]  # in worker order

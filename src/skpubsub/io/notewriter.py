@@ -58,8 +58,23 @@ def _pieces() -> tuple[np.ndarray, np.ndarray]:
 _PIECES: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def encoded(values: list) -> list[bytes]:
-    return [json_value(v).encode("utf-8") for v in values]
+def encoded(values: list) -> tuple[bytes, np.ndarray]:
+    """The values' ``json_value`` bytes, concatenated, and each one's length.
+
+    A group of plain ASCII strings or of ints (the common ids and times) is encoded in a
+    few whole-group calls: such a string's JSON is itself in quotes (``encode_basestring``
+    escapes only quotes, backslashes and control characters), an int's is its repr.
+    Anything else goes value by value."""
+    kinds = set(map(type, values))
+    if kinds == {str}:
+        joined = "".join(values)
+        if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
+            return ('"' + '""'.join(values) + '"').encode("ascii"), np.fromiter(map(len, values), np.int64, len(values)) + 2
+    elif kinds == {int}:
+        text = list(map(int.__repr__, values))
+        return "".join(text).encode("ascii"), np.fromiter(map(len, text), np.int64, len(text))
+    data = [json_value(v).encode("utf-8") for v in values]
+    return b"".join(data), np.fromiter(map(len, data), np.int64, len(data))
 
 
 def texts_of(groups: list[list]) -> tuple[Texts, list[int]]:
@@ -68,14 +83,17 @@ def texts_of(groups: list[list]) -> tuple[Texts, list[int]]:
     global _PIECES
     if _PIECES is None:
         _PIECES = _pieces()
-    data: list[bytes] = []
-    bases = []
+    pools, lens, bases = [], [], []
+    n = 0
     for g in groups:
-        bases.append(len(data))
-        data += encoded(g)
-    off = np.zeros(len(data) + 1, dtype=np.int64)
-    off[1:] = np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=len(data)))
-    pool = np.frombuffer(b"".join(data), dtype=np.uint8)
+        bases.append(n)
+        pool, ln = encoded(g)
+        pools.append(pool)
+        lens.append(ln)
+        n += len(g)
+    off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(lens), out=off[1:])
+    pool = np.frombuffer(b"".join(pools), dtype=np.uint8)
     return Texts(pool, off, *_PIECES), bases
 
 

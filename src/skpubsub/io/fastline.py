@@ -32,10 +32,10 @@ class Line(msgspec.Struct):
     kind: Union[str, UnsetType] = UNSET
     x: Union[float, UnsetType] = UNSET
     y: Union[float, UnsetType] = UNSET
-    rect: Union[list[float], UnsetType] = UNSET
+    rect: Union[tuple[float, ...], UnsetType] = UNSET  # tuples: kept as decoded, no copy
     k: Union[int, UnsetType] = UNSET
     alpha: Union[float, UnsetType] = UNSET
-    keywords: Union[list[str], UnsetType] = UNSET
+    keywords: Union[tuple[str, ...], UnsetType] = UNSET
     text: Union[str, UnsetType] = UNSET
     match: Union[str, UnsetType] = UNSET
     weights: Union[dict[str, float], UnsetType] = UNSET
@@ -88,7 +88,7 @@ def event(r: Line, seq: int, window: Window, space: Space) -> Event | None:
             return None
         if match is not UNSET and match != "all" and match != "any":
             return None
-        return Sub(seq, r.id, t, RANGE, kws, match_all=match is UNSET or match == "all", rect=tuple(rect),
+        return Sub(seq, r.id, t, RANGE, kws, match_all=match is UNSET or match == "all", rect=rect,
                    expires=expires)
     if kind != KNN and kind != TOPK:
         return None

@@ -11,6 +11,7 @@ _NON_WORD = re.compile(r"\W+")
 
 _NORMALISED: dict[str, str] = {}  # raw keyword -> normalised: words repeat across a stream
 _CACHE_WORDS = 1 << 18
+_memo = _NORMALISED.__getitem__
 
 
 def normalise(word: str) -> str:
@@ -26,10 +27,20 @@ def normalise(word: str) -> str:
 def normalise_keywords(words: Sequence[str]) -> tuple[str, ...]:
     """Normalise each keyword, drop empty ones and duplicates (first kept)."""
     joined = "".join(words)
-    if joined.isascii() and joined.isprintable() and " " not in joined and joined == joined.lower():
-        out = tuple(dict.fromkeys(words))  # already normal: in ASCII only upper case and white space change
+    if joined.isascii() and joined.isprintable() and " " not in joined and joined.islower():
+        # already normal (in ASCII only upper case and white space change); a tuple without
+        # duplicates is returned as it is
+        if type(words) is tuple and (len(words) < 2 or len(set(words)) == len(words)):
+            out = words
+        else:
+            out = tuple(dict.fromkeys(words))
     else:
-        out = tuple(dict.fromkeys(map(normalise, words)))
+        try:  # each word seen before: straight from the memo, no call a word
+            out = tuple(map(_memo, words))
+        except KeyError:
+            out = tuple(map(normalise, words))
+        if len(out) > 1 and len(set(out)) < len(out):
+            out = tuple(dict.fromkeys(out))
     return tuple(w for w in out if w) if "" in out else out
 
 

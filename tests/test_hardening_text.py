@@ -17,7 +17,11 @@ import pytest
 
 from skpubsub.cli import main
 from skpubsub.io.events import Rejection
-from skpubsub.io.lines import BOM, read_lines
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skpubsub.io import lines as lines_mod
+from skpubsub.io.lines import BOM, read_lines, stream_lines
 from skpubsub.io.validate import Gate
 
 SUB = rb'{"op":"sub","id":"s","t":0,"kind":"knn","x":0,"y":0,"k":3,"keywords":["a"]}'
@@ -103,6 +107,39 @@ def test_read_lines_bom_keeps_the_limits() -> None:
     assert lines(BOM + b"x" * 10, 10) == [(1, b"x" * 10)]  # no newline at the end
     assert lines(BOM + b"x" * 11, 10) == [(1, None)]
     assert lines(b"ab\n" + BOM + b"cd\n", 10, start=3) == [(1, BOM + b"cd")]  # read from mid-file: kept
+
+
+class _Trickle(io.BytesIO):
+    """A pipe's short reads: at most ``step`` bytes a call."""
+
+    def __init__(self, data: bytes, step: int) -> None:
+        super().__init__(data)
+        self.step = step
+
+    def read(self, size: int = -1) -> bytes:
+        return super().read(min(self.step, size) if size >= 0 else self.step)
+
+
+@settings(max_examples=400, deadline=None)
+@given(parts=st.lists(st.sampled_from([b"a", b"bc", b"\r", b"\n", b"\r\n", BOM, b"x" * 7]), max_size=30),
+       limit=st.integers(2, 9), block=st.integers(1, 12), chunk=st.integers(1, 5), start=st.integers(0, 3),
+       step=st.none() | st.integers(1, 4))
+def test_stream_lines_gives_what_read_lines_gives(parts, limit, block, chunk, start, step) -> None:
+    """The block reader of ``run`` against the line reader, with blocks and skip chunks
+    small enough that lines, CRs, marks and over-long lines straddle every boundary."""
+    data = b"".join(parts)
+    start = min(start, len(data))
+    old = lines_mod._BLOCK, lines_mod._CHUNK
+    lines_mod._BLOCK, lines_mod._CHUNK = block, chunk
+    try:
+        f = io.BytesIO(data)
+        f.seek(start)
+        want = list(read_lines(f, limit))
+        g = io.BytesIO(data) if step is None else _Trickle(data, step)
+        g.seek(start)
+        assert list(stream_lines(g, limit)) == want
+    finally:
+        lines_mod._BLOCK, lines_mod._CHUNK = old
 
 
 def test_keywords_win_over_text_when_both_are_given() -> None:

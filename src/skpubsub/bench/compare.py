@@ -51,7 +51,7 @@ from ..core.config import Space, Window
 from ..runtime.engines import make_engine
 from ..index import INDEXES
 from ..io.events import Pub, Rejection, Sub, Unsub
-from ..io.lines import read_lines
+from ..io.lines import stream_lines
 from ..io.validate import Gate
 from ..store.subscriptions import K_RANGE
 
@@ -69,7 +69,7 @@ def _load(path: str | Path, window: Window, space: Space) -> tuple[list, int]:
     events: list = []
     rejected = 0
     with open(path, "rb") as f:
-        for n, raw in read_lines(f):
+        for n, raw in stream_lines(f):
             ev = gate.admit_line(raw, n)
             if isinstance(ev, Rejection):
                 rejected += 1

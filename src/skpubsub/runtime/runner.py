@@ -15,7 +15,7 @@ from typing import Any
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
 from ..io.events import Pub, Rejection, Sub, Unsub
-from ..io.lines import read_lines
+from ..io.lines import stream_lines
 from ..io.sinks import RunWriter
 from ..io.validate import Gate
 
@@ -126,7 +126,7 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
             nonlocal engine
             engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params, rebalance)
 
-        for line_no, raw in read_lines(f):
+        for line_no, raw in stream_lines(f):
             ev = gate.admit_line(raw, line_no)
             if isinstance(ev, Rejection):
                 flush()  # keep rejected.jsonl and notifications in stream order

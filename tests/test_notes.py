@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from skpubsub.core.layouts import Rows, note_cols
 from skpubsub.engine.engine import Engine
+from skpubsub.io.sinks import json_line, result_line, result_record
 from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, net_changes, note_line, note_lines
 from skpubsub.testing.conformance import validate
 from skpubsub.testing.streams import random_stream
@@ -191,6 +192,8 @@ def test_columnar_lines_are_the_formatter_s_lines(notes):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_notifications, max_size=12), st.booleans())
 @example([Match("s", -0.0, 1), Match("s", 0.0, 1), Change(1, 0.0, (1, "1", 1.0), (-0.0,))], False)
+@example([Match("a", 1, "o1"), Match("bc", 2, "o22"), Change("a", 3, ("o3", "o1"), ("o22",))], False)  # groups encoded whole
+@example([Match("a", 1, "o1"), Match("b\\", 2, "\x7f"), Change("a", 3, ("é", "o1"), ('"',))], False)  # and not
 def test_compiled_writer_writes_the_formatter_s_lines(notes, reused):
     """``json_block`` by slot codes (one slot per distinct id, objects added and removed in
     one space) is ``note_line``'s bytes; when slots name two ids (``reused``: every id in
@@ -210,3 +213,11 @@ def test_compiled_writer_writes_the_formatter_s_lines(notes, reused):
     batch.extend(notes[:3])
     batch.add(cols)
     assert batch.json_block() == "".join(note_line(n) for n in notes[:3]) + want
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ids, st.lists(_ids, max_size=5))
+@example("s1", ["o1", 2, "é\u2028"])
+def test_result_lines_are_json_dumps_lines(sid, ids):
+    """``results.jsonl`` lines from the values' encodings are ``json_line``'s bytes."""
+    assert result_line(sid, ids) == json_line(result_record(sid, ids))

@@ -37,6 +37,10 @@ class Columns:
         old = self.capacity
         if self.record:
             self._rec = grown_records(self._rec, capacity, [(n, d, f) for n, (d, f) in self._spec.items()])
+            fill = np.zeros(1, dtype=self._rec.dtype)  # padding zero, as in every record
+            for name, (_, f) in self._spec.items():
+                fill[name] = f
+            self._fill = fill[0]
         for name, (dtype, fill) in self._spec.items():
             if self.record:
                 arr = self._rec[name]
@@ -71,8 +75,11 @@ class Columns:
         return slots
 
     def free(self, slot: int) -> None:
-        for name, (_, fill) in self._spec.items():
-            getattr(self, name)[slot] = fill
+        if self._rec is not None:  # one record of fill values, written whole (a field at a time: ~2 us)
+            self._rec[slot] = self._fill
+        else:
+            for name, (_, fill) in self._spec.items():
+                getattr(self, name)[slot] = fill
         self._free.append(slot)
         self.count -= 1
 

@@ -76,6 +76,20 @@ class Vocabulary:
     # -- forgetting -------------------------------------------------------------------
     def acquire(self, words: tuple[str, ...]) -> list[int]:
         """Ids of ``words`` for a new holder (an object or a subscription): O(len(words))."""
+        if len(words) <= 8 and len(set(words)) == len(words):  # a few: plain Python beats array calls
+            get, refs, out, woke = self._ids.get, self.refs, [], 0
+            for w in words:  # ids in order of first use, as ``ids``
+                i = get(w)
+                if i is None:
+                    i = self.id(w)
+                    refs = self.refs  # may have grown
+                r = refs[i]
+                if not r:
+                    woke += 1
+                refs[i] = r + 1
+                out.append(i)
+            self._dormant -= woke
+            return out
         out = self.ids(words)
         refs = self.refs
         self._dormant -= int((refs[out] == 0).sum())  # words are distinct (normalisation)
@@ -102,13 +116,13 @@ class Vocabulary:
         O(len(ids)), vectorised (a freed run of objects releases at once)."""
         refs = self.refs
         if len(ids) <= 8:  # one subscription or object: plain Python beats array calls
-            small = [int(i) for i in ids]
-            if all(refs[i] > 0 for i in small) and len(set(small)) == len(small):
+            small = ids.tolist() if type(ids) is np.ndarray else [int(i) for i in ids]
+            held = [refs[i] for i in small]
+            if len(set(small)) == len(small) and (not held or min(held) > 0):
                 gone_l = []
-                for i in small:
-                    r = refs[i] - 1
-                    refs[i] = r
-                    if r == 0:
+                for i, r in zip(small, held):
+                    refs[i] = r - 1
+                    if r == 1:
                         gone_l.append(i)
                 gone = np.asarray(gone_l, dtype=np.int64) if gone_l else None
             else:  # repeats, or an error to report
@@ -153,6 +167,11 @@ class Vocabulary:
         out, self._freed = self._freed, []
         self._quarantine.extend(out)
         return out
+
+    @property
+    def busy(self) -> bool:
+        """Are ids waiting for ``released`` or ``recycle`` (else both would do nothing)?"""
+        return bool(self._freed or self._quarantine)
 
     def recycle(self) -> None:
         """Every id handed out by ``released`` may now be given to a new keyword."""

@@ -92,9 +92,16 @@ class Engine:
         self.alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
         self._unheld: list[np.ndarray] = []  # keyword ids of freed objects and ended subs, not yet released
         self._held: list = []  # keyword ids of runs of new objects and subs, not yet counted
+        self._refreshed = -1  # objects seen at the index's last ``refresh`` (``_settle``)
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
+        if self.compiled and type(events) is list and len(events) == 1:  # a stream's run of one
+            ev = events[0]
+            if (self._subscribe_one(ev) if type(ev) is Sub else
+                    type(ev) is Unsub and self._unsubscribe_one(ev)):
+                self._settle()
+                return []
         return self.apply_columnar(events).to_list()
 
     def apply_columnar(self, events: Iterable[Event]) -> NoteBatch:
@@ -126,14 +133,50 @@ class Engine:
             if subs:
                 self._subscribe_many(subs, out)
                 subs = []
-            out.extend(self.apply_one(ev))
+            if not (type(ev) is Unsub and self._unsubscribe_one(ev)):
+                out.extend(self.apply_one(ev))
         if run:
             publish_pubs(self, run, out)
         if subs:
             self._subscribe_many(subs, out)
-        self.index.refresh(self.stats["objects"])
+        self._refreshed = self.stats["objects"]
+        self.index.refresh(self._refreshed)
         self._recycle_keywords()
         return out
+
+    def _settle(self) -> None:
+        """``apply_columnar``'s ending for a lone subscribe or unsubscribe: the index reviews
+        its postings only if the objects seen moved since it last did (else ``refresh`` is a
+        no-op), keywords recycled only if some were freed."""
+        if self.stats["objects"] != self._refreshed:
+            self._refreshed = self.stats["objects"]
+            self.index.refresh(self._refreshed)
+        if self._held or self._unheld or self.vocab.busy:
+            self._recycle_keywords()
+
+    def _subscribe_one(self, ev: Sub) -> bool:
+        """``apply_one`` of a subscription without its per-event machinery, when that would
+        have done nothing else: nothing due to leave by its time, no result to compute (a
+        range subscription, or no window: a kNN/top-k one starts empty), no notification
+        pending. Returns False, having done nothing, otherwise. O(keywords + cells)."""
+        if (self._old or self._matches or self.external or (self.window.retains and ev.kind != RANGE)
+                or self.clock.next_due <= ev.t):
+            return False
+        s = self.subs.add(ev, self.vocab.acquire(ev.keywords))
+        self.index.insert(s)
+        if ev.expires is not None:
+            self.clock.subscribe(ev.expires, ev.seq, s)
+        if self._unref:
+            self.free_unreferenced()
+        return True
+
+    def _unsubscribe_one(self, ev: Unsub) -> bool:
+        """``apply_one`` of an unsubscription, on the same terms as ``_subscribe_one``."""
+        if self._old or self._matches or self.external or self.clock.next_due <= ev.t:
+            return False
+        self._drop(self.subs.slot_of[ev.id])
+        self.free_unreferenced()
+        return True
 
     def _subscribe_many(self, evs: list[Sub], out: NoteBatch) -> None:
         """A run of subscriptions: at once when nothing is due to leave before the last of
@@ -143,7 +186,8 @@ class Engine:
         if (len(evs) < 2 or self.external or (self.window.retains and self.alive.count)
                 or self.clock.next_due <= last or any(ev.expires is not None and ev.expires <= last for ev in evs)):
             for ev in evs:
-                out.extend(self.apply_one(ev))
+                if not self._subscribe_one(ev):
+                    out.extend(self.apply_one(ev))
             return
         kw_ids = self.vocab.ids([w for ev in evs for w in ev.keywords])  # one lookup pass for the run
         self._held.append(kw_ids)  # counted at the end of the apply (``_recycle_keywords``)
@@ -189,7 +233,8 @@ class Engine:
                 out[i] = self.apply_one(ev, expire=expire)
             i += 1
         if compiled:
-            self.index.refresh(self.stats["objects"])
+            self._refreshed = self.stats["objects"]
+            self.index.refresh(self._refreshed)
         self._recycle_keywords()
         return out
 
@@ -234,9 +279,10 @@ class Engine:
             self.vocab.hold(np.concatenate([np.asarray(h, dtype=np.int64) for h in held]))
         if self._unheld:  # ... before the holders that left: nothing is forgotten in between
             unheld, self._unheld = self._unheld, []
-            self.vocab.release(np.concatenate([u.astype(np.int64) for u in unheld]))
-        self.vocab.released()
-        self.vocab.recycle()
+            self.vocab.release(unheld[0] if len(unheld) == 1 else np.concatenate([u.astype(np.int64) for u in unheld]))
+        if self.vocab.busy:  # else both are no-ops
+            self.vocab.released()
+            self.vocab.recycle()
 
     # -- migration (the rebalancer moves subscriptions between workers) -----------------
     def export(self, sub_id: Any) -> tuple[Pub, ...]:

@@ -27,6 +27,8 @@ stays lazy (the epoch rule of :mod:`postings`), as the paper's delayed deletion.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -39,7 +41,7 @@ from ..core import postings as P
 from ..core.layouts import Directory, Probes
 from .cells import cell_of, decode_key, level_key
 from .cgrid import CompiledGrid, live_of
-from .pairs import M_PAIRS, M_TOP, Cost, assign_many, blocks_of, log_survival, new_book, pairs_of, with_room
+from .pairs import M_PAIRS, M_TOP, Book, Cost, assign_many, blocks_of, log_survival, new_book, pairs_of, with_room
 from .prefix import NC, probe_classes
 
 _KINDS = {"range": K_RANGE, "knn": K_KNN, "topk": K_TOPK}
@@ -208,6 +210,35 @@ def batch_probe(batch, directory, grid, subs, toks, srt):
     return off, by_q[:n], examined
 
 
+class _Keywords(NamedTuple):
+    """What ``pairs.assign_many`` reads of a ``Subs`` layout."""
+
+    rec: np.ndarray
+    kw_id: np.ndarray
+
+
+@njit(cache=True)
+def assign_one(s, rec, kw_id, kinds, book, cost, tok, pair_of, srt):
+    """``pairs.assign_many`` of slot ``s`` alone, given plain tuples (``layouts.plain``: Numba
+    types named tuples in Python, microseconds a call); False when the book needs room."""
+    one = np.empty(1, dtype=np.int64)
+    one[0] = s
+    return assign_many(one, _Keywords(rec, kw_id), kinds, Book(*book), Cost(*cost), tok, pair_of, srt) == 1
+
+
+@njit(cache=True)
+def unassign(s, tok, pair_of, p_b0, p_start, p_count, d_tok, d_cnt):
+    """Slot ``s`` leaves its pair: one member fewer in its block (b0 keeps no count)."""
+    p = pair_of[s]
+    if p >= 0 and tok[s] != p_b0[p]:
+        for j in range(p_start[p], p_start[p] + p_count[p]):
+            if d_tok[j] == tok[s]:
+                d_cnt[j] -= 1
+                break
+    pair_of[s] = -1
+    tok[s] = -1
+
+
 @njit(cache=True)
 def _grown_to(a, n):
     out = np.empty(n, dtype=a.dtype)
@@ -249,6 +280,7 @@ class AOIQIndex(CompiledGrid):
         self.objects = 0  # objects seen (the frequencies' denominator)
         self._cost_key: tuple = ()
         self._cost_now: Cost | None = None
+        self._srt = np.empty(16, dtype=np.int64)  # insert's scratch: sorted keywords
 
     # -- the directory the kernel reads ---------------------------------------------
     @property
@@ -301,6 +333,11 @@ class AOIQIndex(CompiledGrid):
         state["_cost_key"], state["_cost_now"] = (), None  # made again from the restored vocabulary
         return state
 
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        if "_srt" not in self.__dict__:  # a snapshot from before insert kept scratch
+            self._srt = np.empty(16, dtype=np.int64)
+
     def _cost(self) -> Cost:
         """Equation 2's inputs as of the last ``refresh`` that saw new objects: the estimates
         move with the objects, not with each new keyword of a subscription (ids past the
@@ -314,7 +351,20 @@ class AOIQIndex(CompiledGrid):
         return self._cost_now
 
     def insert(self, s: int) -> None:
-        self._assign(np.array([s], dtype=np.int64))
+        """``_assign`` of one slot, then the grid's insert: the pair test in Python, Algorithm 1
+        in one compiled call taking plain tuples (``assign_one``; a run of one subscription)."""
+        if s >= len(self.pair_of):
+            self.fit(s)
+        c = self.subs.cols
+        if c.match_all[s] and c.kw_len[s] > 1 and (self.kinds >> int(c.kind[s])) & 1:
+            cost = self._cost()
+            if len(self._srt) < self.subs.max_kw:
+                self._srt = np.empty(2 * self.subs.max_kw, dtype=np.int64)
+            while not assign_one(s, c._rec, self.subs.kw.id, self.kinds, tuple(self.book), tuple(cost), self.tok,
+                                 self.pair_of, self._srt):
+                self.book = with_room(self.book)
+        else:  # no pair: skip the cost model and the kernel's dispatch
+            self.tok[s] = self.pair_of[s] = -1
         super().insert(s)
 
     def insert_many(self, slots: np.ndarray) -> None:
@@ -323,13 +373,8 @@ class AOIQIndex(CompiledGrid):
 
     def delete(self, s: int) -> None:
         super().delete(s)
-        p, b = int(self.pair_of[s]), self.book
-        if p >= 0 and self.tok[s] != b.p_b0[p]:
-            j0 = int(b.p_start[p])
-            j = j0 + int(np.flatnonzero(b.d_tok[j0:j0 + int(b.p_count[p])] == self.tok[s])[0])
-            b.d_cnt[j] -= 1
-        self.pair_of[s] = -1
-        self.tok[s] = -1
+        b = self.book
+        unassign(s, self.tok, self.pair_of, b.p_b0, b.p_start, b.p_count, b.d_tok, b.d_cnt)
 
     def refresh(self, objects: int) -> int:
         """Pair postings never move (fixed keyword order); the frequency count is kept, and

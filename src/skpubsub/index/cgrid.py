@@ -41,7 +41,7 @@ from ..core.columns import grown, grown_records
 from ..store.subscriptions import K_TOPK, SubTable
 from ..core.vocab import Vocabulary
 from ..core import postings as P
-from ..core.layouts import Directory, Grid, SlotLive, cached, uncached
+from ..core.layouts import Directory, Grid, Postings, SlotLive, cached, uncached
 from .base import SubscriptionIndex
 from .cells import box_at, cell_of, decode_key, extent, level_key
 from .nodecost import count_objects, new_counts, slot_level
@@ -273,6 +273,10 @@ class CompiledGrid(SubscriptionIndex):
     def _bind(self) -> None:
         for name, _, _ in SLOT_FIELDS:  # plain attributes: the kernels take them as arrays
             setattr(self, name, self._slots[name])
+        # what ``place_one`` takes besides arrays (set here: snapshots restore through _bind too)
+        self._consts = (self.lmax, self.max_cells, self.theta_n, self.warm_n, self.prefix)
+        if "_toks" not in self.__dict__:
+            self._toks = np.empty(16, dtype=np.int64)
 
     def _region(self, s: int) -> tuple[int, np.ndarray]:
         """(best level or -1, its cell box) of the slot's current region."""
@@ -329,23 +333,23 @@ class CompiledGrid(SubscriptionIndex):
         return int((b[2] - b[0] + 1) * (b[3] - b[1] + 1))
 
     def place(self, s: int) -> None:
-        """Post slot ``s`` afresh under a new epoch: O(cells x keywords)."""
-        self.fit(s)
-        if self._prefixed(s):  # the prefix order follows the frequencies as they are now
-            c = self.subs.cols
-            prefix_bounds(c.kw_off[s], c.kw_len[s], self.subs.kw.id, self.subs.kw.ws, self.vocab.freq,
-                          self.class_bounds())
-            self.pkth[s] = c.kth[s]
-        level, box = self._region(s)
-        kws = self._keywords(s)
-        if self.nkw[s]:
-            self.live_entries -= self._cells(s) * int(self.nkw[s])
-        self.epoch[s] = (int(self.epoch[s]) + 1) & 0xFFFFFFFF
-        self.level[s] = level
-        self.pending[s] = False
-        self.box[s] = box
-        self._post(s, kws)
-        self.maybe_compact()
+        """Post slot ``s`` afresh under a new epoch: O(cells x keywords), one compiled call
+        (``place_one``) unless the store must grow first."""
+        if s >= len(self._slots):
+            self.fit(s)
+        subs = self.subs
+        if len(self._toks) < subs.max_kw:
+            self._toks = np.empty(2 * subs.max_kw, dtype=np.int64)
+        old, n, posted, entries = place_one(s, subs.cols._rec, subs.kw.id, subs.kw.ws, self._slots, self.geo,
+                                            self.counts, self.vocab.freq, self.class_bounds(), self._consts,
+                                            self.store.plain, self._ext, self._toks)
+        self.live_entries += n - old
+        if not posted:  # what place's reserve did, then the posting
+            self.store.grow_for(n)
+            post_many(np.array([s], dtype=np.int64), subs.layout, self.layout, self._toks)
+            self.maybe_compact()
+        elif entries > 2 * self.live_entries + 65536:  # maybe_compact's rule, the count at hand
+            _compact_all(self.layout, self.subs.cols.active)
 
     def place_many(self, slots: np.ndarray) -> None:
         """``place`` of each slot in turn, in two compiled passes (regions, then postings);
@@ -427,13 +431,12 @@ class CompiledGrid(SubscriptionIndex):
         self.place(s)
 
     def delete(self, s: int) -> None:
-        """O(1): the slot's entries die with its epoch."""
-        self.n_topk -= self._prefixed(s)
-        self.fit(s)
-        self.live_entries -= self._cells(s) * int(self.nkw[s])
-        self.epoch[s] = (int(self.epoch[s]) + 1) & 0xFFFFFFFF
-        self.nkw[s] = 0
-        self.pending[s] = False
+        """O(1): the slot's entries die with its epoch (``unplace``)."""
+        if self.prefix:
+            self.n_topk -= self._prefixed(s)
+        if s >= len(self._slots):
+            self.fit(s)
+        self.live_entries -= unplace(self._slots, s)
 
     def update(self, s: int) -> None:
         """The region changed: tighten in place, or re-post when it grew, left the global
@@ -589,6 +592,66 @@ def region_of(s, rec, kw_id, slots, geo, counts, freq, consts, ext, cell):
         return -1
     levels = _Levels(slots, geo, consts[0], consts[1], counts, consts[2], consts[3], freq)
     return slot_level(s, _Keywords(rec, kw_id), levels, ext, cell)
+
+
+@njit(cache=True)
+def unplace(slots, s):
+    """``delete``'s writes in one call: a new epoch (the slot's entries die), not posted, not
+    pending; returns the live entries it had."""
+    sl = slots[s]
+    n = sl.nkw * (1 if sl.level < 0 else (sl.box[2] - sl.box[0] + 1) * (sl.box[3] - sl.box[1] + 1))
+    sl.epoch = (sl.epoch + 1) & 0xFFFFFFFF
+    sl.nkw = 0
+    sl.pending = False
+    return n
+
+
+class _Tokens(NamedTuple):
+    """What ``_tokens`` reads of a ``Grid`` layout (``place_one``)."""
+
+    slots: np.ndarray
+    prefix: bool
+    rb: np.ndarray
+    freq: np.ndarray
+
+
+@njit(cache=True)
+def place_one(s, rec, kw_id, kw_ws, slots, geo, counts, freq, rb, consts, st, ext, toks):
+    """``place`` of one slot in one call, given only the arrays it reads (a run of one
+    subscription: a call per layer cost microseconds of Python each); ``consts``: lmax,
+    max_cells, theta_n, warm_n, prefix; ``st``: the posting store as a plain tuple. Writes the
+    slot's prefix bounds (top-k), level, box, epoch, tokens and ``kw0`` as ``place`` does, then
+    posts its entries if the store has room (``postings.room``). Returns (entries its old
+    posting had, entries of the new one, posted, entries in the store): when not posted, the
+    caller grows the store and posts them (``post_many`` of the slot)."""
+    lmax, max_cells, prefix = consts[0], consts[1], consts[4]
+    sl = slots[s]
+    r = rec[s]
+    old = 0
+    if sl.nkw:
+        old = sl.nkw * (1 if sl.level < 0 else (sl.box[2] - sl.box[0] + 1) * (sl.box[3] - sl.box[1] + 1))
+    if prefix and r.kind == K_TOPK:  # the prefix order follows the frequencies as they are now
+        prefix_bounds(r.kw_off, r.kw_len, kw_id, kw_ws, freq, rb)
+        sl.pkth = r.kth
+    box = sl.box
+    if extent(r, geo[4], ext):
+        levels = _Levels(slots, geo, lmax, max_cells, counts, consts[2], consts[3], freq)
+        level = slot_level(s, _Keywords(rec, kw_id), levels, ext, box)
+    else:
+        level = -1
+        box[:] = -1
+    sl.epoch = (sl.epoch + 1) & 0xFFFFFFFF
+    sl.level = level
+    sl.pending = False
+    n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, rb, freq), toks)
+    sl.nkw = n
+    sl.kw0 = toks[0] if r.match_all and n == 1 and sl.tok < 0 else -1  # place's rule (refresh reads it)
+    cells = 1 if level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
+    store = Postings(*st)
+    if not P.room(store, n * cells):
+        return old, n * cells, False, store.meta[P.M_ENTRIES]
+    post_slot(st, s, sl.epoch, np.int64(level), box, toks[:n], lmax)
+    return old, n * cells, True, store.meta[P.M_ENTRIES]
 
 
 @njit(cache=True)

@@ -279,6 +279,21 @@ def rehash(old_keys, old_vals, keys, vals):
             vals[j] = old_vals[i]
 
 
+@njit(inline="always", cache=True)
+def find(h_keys, h_vals, key):
+    """``lookup`` inlined where it is called in a loop (a compiled call passing the two
+    arrays pays an atomic reference count each way)."""
+    mask = len(h_keys) - 1
+    i = (key * 0x9E3779B97F4A7C15) & mask  # slot_of's probe
+    while True:
+        k = h_keys[i]
+        if k == key:
+            return np.int64(h_vals[i])
+        if k == EMPTY:
+            return np.int64(-1)
+        i = (i + 1) & mask
+
+
 @njit(cache=True)
 def lookup(h_keys, h_vals, key):
     """Posting id of ``key`` or -1: O(1) expected."""

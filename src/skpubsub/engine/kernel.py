@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..core.borrow import borrowed
 from ..core.scoring import carries_all, topk_key_ids
 from ..index.aoiq import probe_tokens
 from ..index.cells import box_at, extent
@@ -58,6 +59,10 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
     when the grid is not ``scanned`` per object (aoiq's Algorithm 2, aoiq.batch_probe). A slot
     refilled meanwhile (its region may grow) joins ``rf`` (``rf_n`` of them, ``foreign`` bit 2)
     and is a candidate of every later object."""
+    # Every array below is the caller's, alive through the call, and none is returned or
+    # stored: borrowed, they pay no reference counts (core.borrow).
+    run, subs, objs, alive, grid, directory, pre, scratch, rows, counters = borrowed(
+        (run, subs, objs, alive, grid, directory, pre, scratch, rows, counters))
     sr = subs.rec
     active, kind, match_all, sx, sy, k = sr.active, sr.kind, sr.match_all, sr.x, sr.y, sr.k
     rx1, ry1, rx2, ry2, alpha, kth = sr.rx1, sr.ry1, sr.rx2, sr.ry2, sr.alpha, sr.kth

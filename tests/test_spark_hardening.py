@@ -145,3 +145,58 @@ def test_removed_checkpoint_never_joins_old_batches(tmp_path: Path) -> None:
         sorted((ref / "results.jsonl").read_text().splitlines(), key=key)
     assert len(list((out / "batches").iterdir())) == 1  # the old run's folder is gone
     assert Counter(p.suffix for p in (out / "_checkpoint").rglob("*.pkl")) == Counter()
+
+
+JVM_MODULE_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector"  # the JVM's, before any logging
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spark")
+def test_a_failing_task_is_one_line_and_the_rerun_resumes(tmp_path: Path) -> None:
+    """A worker task fails for a real reason (its output folder replaced by a regular file
+    after the first batch: root cannot write through that): ``skpubsub run --engine spark``
+    prints one line naming the Python cause, exits 1, leaves the checkpoint; with the folder
+    put back the same command resumes and the files equal the local engine's."""
+    import os
+    import time
+
+    from skpubsub.cli import main
+    from skpubsub.spark.session import spark_session
+
+    spark = spark_session("local[2]", workers=2)  # the rerun's (shared); the failing run has its own JVM
+    s, events = _events(tmp_path, seed=11)
+    out = tmp_path / "out"
+    args = ["run", str(events), "--out", str(out), "--engine", "spark", "--workers", "2", "--master", "local[2]",
+            "--window", "count:5", "--space", str(s.space), "--init-objects", "5", "--lines-per-batch", "10"]
+    p = subprocess.Popen([sys.executable, "-m", "skpubsub", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env={**os.environ, "SKPUBSUB_PROGRESS": "0"})
+    deadline = time.monotonic() + 600
+    first: list[Path] = []
+    while not first and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        first = list(out.glob("batches/*/batch-*.json"))
+    assert first, p.communicate(timeout=60)[1][-3000:]
+    folder = first[0].parent
+    folder.rename(folder.with_name(folder.name + ".aside"))
+    folder.write_text("not a folder\n")
+    _, err = p.communicate(timeout=600)
+    lines = [x for x in err.splitlines() if x.strip() and x != JVM_MODULE_WARNING]
+    assert p.returncode == 1 and len(lines) == 1, err[-5000:]
+    assert lines[0].startswith(f"skpubsub: error: Spark run failed: FileExistsError: [Errno 17] File exists: "
+                               f"'{folder}'; the checkpoint {out / '_checkpoint'} keeps"), lines
+    for trace in ("Traceback", "py4j", "Py4J", "at org.apache", "ERROR", "Exception"):
+        assert trace not in err, err[-5000:]
+    assert not (out / "notifications.jsonl").exists()
+    assert list((out / "_checkpoint" / "query" / "commits").iterdir())  # batches done are kept
+
+    folder.unlink()  # the cause fixed: the same command resumes from the checkpoint
+    folder.with_name(folder.name + ".aside").rename(folder)
+    assert main(args) == 0
+    assert spark.sparkContext._jsc is not None  # the shared session was used, not stopped
+    ref = tmp_path / "ref"
+    run(events, ref, window="count:5", space=s.space, index="reference")
+    for f in ("notifications.jsonl", "rejected.jsonl"):
+        assert (out / f).read_text() == (ref / f).read_text(), f
+    key = lambda line: json.dumps(json.loads(line)["id"])  # noqa: E731
+    assert sorted((out / "results.jsonl").read_text().splitlines(), key=key) == \
+        sorted((ref / "results.jsonl").read_text().splitlines(), key=key)

@@ -18,6 +18,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import time
 import uuid
 import warnings
@@ -31,6 +32,7 @@ from ..partition.stats import Statistics
 from ..runtime.engines import DEFAULT_INDEX
 from .formats import is_tabular, to_jsonl
 from .fs import Loc
+from .session import SparkFailure
 from .sink import assemble, batch_dir, clear_other_runs, record_batch
 from .statefile import read_stats, write_stats
 from .worker import OUTPUT_SCHEMA
@@ -374,6 +376,68 @@ def check_flags(workers: int, lines_per_batch: int, lines_per_second: float | No
         raise ValueError(f"trigger_seconds must be a finite number > 0, got {trigger_seconds!r}")
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+_LONGEST = 1000  # characters of a cause kept on the one line
+
+
+def _python_cause(text: str) -> str | None:
+    """The exception line of the last Python traceback in ``text`` (Spark nests the worker's
+    traceback in its own messages): ``FileExistsError: [Errno 17] File exists: '...'``."""
+    at = text.rfind(_TRACEBACK)
+    if at < 0:
+        return None
+    for line in text[at + len(_TRACEBACK):].splitlines():
+        if line.strip() and not line[0].isspace():  # frames, code and carets are indented
+            name, colon, msg = line.partition(": ")
+            if colon and re.fullmatch(r"[A-Za-z_][\w.]*", name):
+                line = f"{name.rsplit('.', 1)[-1]}: {msg}"  # pyspark.errors....PythonException -> PythonException
+            return line.strip()
+    return None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One line for a Spark failure: the innermost Python exception's message when a Python
+    worker (or the sink) raised, else the innermost Spark/Java error's class and message."""
+    from py4j.protocol import Py4JJavaError
+
+    chain, e = [], exc
+    while e is not None and e not in chain:  # CapturedException.cause: the JVM's causes, converted
+        chain.append(e)
+        e = getattr(e, "_cause", None) or e.__cause__
+    texts = [getattr(e, "_desc", None) or str(e) for e in chain]
+    for text in reversed(texts):
+        found = _python_cause(text)
+        if found:
+            return found[:_LONGEST]
+    inner = chain[-1]
+    what = None
+    if isinstance(inner, Py4JJavaError):
+        try:
+            t = inner.java_exception
+            while t.getCause() is not None and t.getCause() != t:
+                t = t.getCause()
+            what = t.toString()
+        except Exception:  # noqa: BLE001 - the JVM may be gone; the Python side's text is enough
+            what = None
+    if what is None:
+        try:
+            cond = inner.getCondition() if hasattr(inner, "getCondition") else None
+        except Exception:  # noqa: BLE001 - asks the JVM, which may be gone
+            cond = None
+        msg = texts[-1].strip()
+        what = msg if not cond or msg.startswith(f"[{cond}]") else f"[{cond}] {msg}"
+    line = next((x.strip() for x in what.splitlines() if x.strip()), type(inner).__name__)
+    line = re.sub(r"^\s*An error occurred while calling \S+\.\s*", "", line) or type(inner).__name__
+    return line[:_LONGEST]
+
+
+def _spark_errors() -> tuple[type[BaseException], ...]:
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JError)
+
+
 EXECUTOR_WAIT = float(os.environ.get("SKPUBSUB_EXECUTOR_WAIT", "60"))  # s without an executor: an error
 
 
@@ -414,7 +478,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     """``skpubsub stream``: follow ``source`` (an event file, or a directory that JSONL
     files are moved into) until ``timeout`` seconds or Ctrl-C, then finish what has
     arrived and write the final results; ``once``: only what is there now."""
-    from .session import spark_session, wait_for_executors
+    from .session import spark_session
 
     check_flags(workers, lines_per_batch, lines_per_second, snapshot_every, init_objects, trigger_seconds)
     window = Window.parse(window) if isinstance(window, str) else window
@@ -426,39 +490,55 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     from pyspark import SparkContext
 
     own = spark is None and SparkContext._active_spark_context is None  # started here: stopped here
-    spark = spark or spark_session(master, workers, conf=spark_conf)
     try:
-        wait_for_executors(spark, EXECUTOR_WAIT)
-        spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
-        config, source = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
-        clear_other_runs(out, config["run"])  # another checkpoint's batches are never joined
-        config["keys"] = partition_keys(spark, workers)
-        bar = None
-        if _Bar.wanted():
-            from .source import _read
-
-            bar = _Bar(_read(source, {"file": "", "pos": 0, "line": 0}, None, keep=False)[1]["line"] if once else None)
-        progress = _Progress(bar)
-        args = (spark, source, out, checkpoint, config, index, index_params, lines_per_batch, lines_per_second)
-        try:
-            if not once:
-                q = start_query(*args, once=False, trigger_seconds=trigger_seconds, snapshot_every=snapshot_every)
-                try:
-                    _await(spark, q, timeout, progress)
-                except KeyboardInterrupt:
-                    pass
-                finally:
-                    q.stop()
-                    progress.absorb(q)
-            q = start_query(*args, once=True, snapshot_every=snapshot_every)  # the rest, then results
-            _await(spark, q, None, progress)
-            progress.absorb(q)
-            if bar is not None and q.lastProgress is not None:
-                bar.show(q.lastProgress)
-        finally:
-            if bar is not None:
-                bar.close()
-        return _finish(out, progress, start, config, index)
+        spark = spark or spark_session(master, workers, conf=spark_conf)
+    except _spark_errors() as exc:
+        raise SparkFailure(f"Spark did not start: {describe_failure(exc)}") from None
+    try:
+        return _stream(spark, source, out, checkpoint, config, window, space, index, index_params, once,
+                       timeout, trigger_seconds, lines_per_batch, lines_per_second, snapshot_every, workers,
+                       start)
+    except _spark_errors() as exc:  # a task, job or the query failed: one line, the checkpoint kept
+        raise SparkFailure(f"Spark run failed: {describe_failure(exc)}; the checkpoint {checkpoint} keeps the "
+                           "batches done: run the same command again once the cause is fixed") from None
     finally:
         if own:  # Python workers and the JVM end before this interpreter (no broken-pipe trace at exit)
             spark.stop()
+
+
+def _stream(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, window: Window, space: Space, index: str,
+            index_params: dict, once: bool, timeout: float | None, trigger_seconds: float, lines_per_batch: int,
+            lines_per_second: float | None, snapshot_every: int, workers: int, start: float) -> dict:
+    from .session import wait_for_executors
+
+    wait_for_executors(spark, EXECUTOR_WAIT)
+    spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
+    config, source = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
+    clear_other_runs(out, config["run"])  # another checkpoint's batches are never joined
+    config["keys"] = partition_keys(spark, workers)
+    bar = None
+    if _Bar.wanted():
+        from .source import _read
+
+        bar = _Bar(_read(source, {"file": "", "pos": 0, "line": 0}, None, keep=False)[1]["line"] if once else None)
+    progress = _Progress(bar)
+    args = (spark, source, out, checkpoint, config, index, index_params, lines_per_batch, lines_per_second)
+    try:
+        if not once:
+            q = start_query(*args, once=False, trigger_seconds=trigger_seconds, snapshot_every=snapshot_every)
+            try:
+                _await(spark, q, timeout, progress)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                q.stop()
+                progress.absorb(q)
+        q = start_query(*args, once=True, snapshot_every=snapshot_every)  # the rest, then results
+        _await(spark, q, None, progress)
+        progress.absorb(q)
+        if bar is not None and q.lastProgress is not None:
+            bar.show(q.lastProgress)
+    finally:
+        if bar is not None:
+            bar.close()
+    return _finish(out, progress, start, config, index)

@@ -9,6 +9,14 @@ import sys
 import tempfile
 import time
 
+
+class SparkFailure(RuntimeError):
+    """A task, job or query of the run failed inside Spark (a worker engine raising, an
+    output part that cannot be written, the JVM gone): one line naming the cause, for the
+    command line's ``skpubsub: error: ...`` (SPEC 7). The checkpoint is left as Spark left
+    it: the same command resumes from the last committed batch once the cause is fixed."""
+
+
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -27,7 +35,8 @@ FAST = {
 # Quiet by default (issue 21 item 7): the driver JVM starts at WARN without Spark's banner
 # (PySpark counts as a shell: a root level other than the shell's WARN prints "Setting
 # default log level"), its startup warnings (no native Hadoop library, the host name's
-# address) off, errors only once the session is up (setLogLevel); the Python worker Spark
+# address) off, nothing once the session is up (setLogLevel OFF: a failure is one line
+# of ours, SPEC 7); the Python worker Spark
 # starts on the driver to plan transformWithStateInPandas has its stdout (five lines of
 # "Streaming TransformWithStateInPandas Python worker ...") dropped. ``--verbose``
 # (``$SKPUBSUB_VERBOSE=1``) keeps Spark's own defaults.
@@ -145,8 +154,8 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
         spark = spark.config(k, v)
     spark = spark.getOrCreate()
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))
-    if not verbose():
-        spark.sparkContext.setLogLevel("ERROR")
+    if not verbose():  # a failed task or query reaches the user as one line (pipeline.describe_failure),
+        spark.sparkContext.setLogLevel("OFF")  # not as the JVM's ERROR lines and stack traces on stderr
     from .source import EventSource
 
     spark.dataSource.register(EventSource)

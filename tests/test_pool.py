@@ -7,8 +7,10 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from skpubsub.core.columns import LINE, Columns, grown_records, records
+from skpubsub.core.columns import LINE, Columns, SegmentPool, grown_records, records
 
 SPEC = {"active": (np.bool_, False), "n": (np.int32, 7), "x": (np.float64, math.inf),
         "box": ("(4,)i4", -1), "seq": (np.int64, -1)}
@@ -58,3 +60,27 @@ def test_grown_records_copy_and_fill():
     g = grown_records(r, 5, fields)
     assert list(g["a"]) == [1, 2, 3, -1, -1] and (g["box"][3:] == 7).all()
     assert g.ctypes.data % LINE == 0 and g.dtype == r.dtype
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=st.lists(st.one_of(st.lists(st.integers(1, 4), min_size=1, max_size=12).map(lambda ns: ("alloc", ns)),
+                              st.lists(st.integers(0, 40), max_size=8).map(lambda picks: ("free", picks))),
+                    max_size=25))
+def test_segment_pool_runs_equal_one_at_a_time(ops) -> None:
+    """``alloc_many`` and ``release_many`` hand out and take back exactly what ``alloc``
+    and ``release`` one segment at a time do (freed segments reused in the same order)."""
+    many, one = SegmentPool({"id": np.int32}, capacity=8), SegmentPool({"id": np.int32}, capacity=8)
+    held: list[tuple[int, int]] = []
+    for op, arg in ops:
+        if op == "alloc":
+            got = many.alloc_many(arg).tolist()
+            assert got == [one.alloc(n) for n in arg]
+            held += zip(got, arg)
+        else:
+            gone = list(dict.fromkeys(held[p % len(held)] for p in arg)) if held else []
+            held = [h for h in held if h not in gone]
+            many.release_many(np.array([o for o, _ in gone], dtype=np.int64), np.array([n for _, n in gone], dtype=np.int64))
+            for o, n in gone:
+                one.release(o, n)
+        assert many.top == one.top and many.used == one.used and dict(many._free) == dict(one._free)
+        many._check([o for o, _ in held], [n for _, n in held])

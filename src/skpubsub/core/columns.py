@@ -211,17 +211,27 @@ class SegmentPool:
         at the top when no freed segment of those lengths waits (what a run of new
         subscriptions or objects meets)."""
         ns = np.asarray(ns, dtype=np.int64)
-        if self._free and any(self._free.get(n) for n in np.unique(ns).tolist()):
-            return np.array([self.alloc(n) for n in ns.tolist()], dtype=np.int64)
-        total = int(ns.sum())
+        offs = np.empty(len(ns), dtype=np.int64)
+        bump = np.ones(len(ns), dtype=bool)  # those no freed segment serves: at the top
+        if self._free:
+            for n in np.unique(ns).tolist():  # the first of each length take the freed ones,
+                spare = self._free.get(n)  # popped from the end, as ``alloc`` would
+                if spare:
+                    at = np.flatnonzero(ns == n)[:len(spare)]
+                    offs[at] = spare[:-len(at) - 1:-1]
+                    del spare[-len(at):]
+                    bump[at] = False
+        total = int(ns[bump].sum())
         while self.top + total > self.capacity:
             self._grow()
-        offs = np.empty(len(ns), dtype=np.int64)
-        offs[0:1] = self.top
-        np.cumsum(ns[:-1], out=offs[1:])
-        offs[1:] += self.top
+        lens = ns[bump]
+        at = np.empty(len(lens), dtype=np.int64)
+        at[0:1] = self.top
+        np.cumsum(lens[:-1], out=at[1:])
+        at[1:] += self.top
+        offs[bump] = at
         self.top += total
-        self.used += total
+        self.used += int(ns.sum())
         return offs
 
     def put_many(self, name: str, lens: np.ndarray, values) -> np.ndarray:
@@ -237,6 +247,12 @@ class SegmentPool:
     def release(self, off: int, n: int) -> None:
         self.used -= n
         self._free[n].append(off)
+
+    def release_many(self, offs: np.ndarray, ns: np.ndarray) -> None:
+        """``release`` of each segment in turn, a list call per distinct length."""
+        self.used -= int(ns.sum())
+        for n in np.unique(ns).tolist():
+            self._free[n].extend(offs[ns == n].tolist())
 
     def _grow(self) -> None:
         new_cap = self.capacity * 2

@@ -19,6 +19,7 @@ import numpy as np
 from ..core.clock import WindowClock
 from ..core.config import Space, Window
 from ..core.layouts import Heap, heap
+from ..core.columns import segment_items
 from ..core.vocab import Vocabulary
 from ..index.registry import check_parameters, make_index
 from ..io.events import RANGE, Event, Pub, Sub, Unsub
@@ -395,14 +396,12 @@ class Engine:
     def add_objects(self, evs: list[Pub]) -> list[int]:
         """``add_object`` of each event in turn (a run of pubs), the table written at once."""
         self.stats["objects"] += len(evs)
-        ids = self.vocab.ids
-        kws = [ids(ev.keywords) for ev in evs]
-        flat = [i for kw in kws for i in kw]
+        flat = self.vocab.ids([w for ev in evs for w in ev.keywords])  # one lookup pass for the run
         self.vocab.count_many(flat)  # one array call: a ``count`` per object cost more than its kernel
         self._held.append(flat)  # held until the slots are freed
         expiry = self.clock.expiry
         hi, lo = self._lives([expiry(ev.t, ev.expires, ev.seq) for ev in evs])
-        return self.objs.add_many(evs, kws, hi, alive=self.window.retains, expiry_lo=lo).tolist()
+        return self.objs.add_many(evs, flat, hi, alive=self.window.retains, expiry_lo=lo).tolist()
 
     def _lives(self, exps: list) -> tuple[np.ndarray, np.ndarray]:
         """The object table's ``expiry`` and ``expiry_lo`` columns (what the k-skyband's
@@ -580,8 +579,10 @@ class Engine:
         c = self.subs.cols
         slots = np.flatnonzero(c.active[: c.top] & (c.kind[: c.top] != K_RANGE))
         slots = slots[np.argsort(c.seq[slots])]
-        return [(self.subs.ids[s], [self.objs.ids[o] for o in self.subs.result(s).tolist()])
-                for s in slots.tolist()]
+        n = np.minimum(c.res_n[slots], c.k[slots]).astype(np.int64)  # ``subs.result`` of each, at once
+        ids = self.objs.ids[self.subs.res.obj[segment_items(c.res_off[slots], n)[0]]].tolist()
+        ends = np.cumsum(n).tolist()
+        return [(sid, ids[e - m:e]) for sid, e, m in zip(self.subs.ids[slots].tolist(), ends, n.tolist())]
 
     @property
     def nbytes(self) -> int:

@@ -54,9 +54,10 @@ class ObjectTable(Laid):
         c.alive[slot] = alive
         return slot
 
-    def add_many(self, evs: list[Pub], kw_ids: list[list[int]], expiry: np.ndarray, alive: bool,
+    def add_many(self, evs: list[Pub], kw_ids: list[int], expiry: np.ndarray, alive: bool,
                  expiry_lo: np.ndarray | int = 0) -> np.ndarray:
-        """``add`` of each event in turn, the columns written for all at once; returns the slots."""
+        """``add`` of each event in turn, the columns written for all at once; returns the slots.
+        ``kw_ids``: the events' keyword ids one after another (each event has as many as keywords)."""
         c = self.cols
         slots = c.add_many(len(evs))
         self.ids = put_ids(self.ids, slots, [ev.id for ev in evs])
@@ -65,8 +66,8 @@ class ObjectTable(Laid):
         c.seq[slots] = [ev.seq for ev in evs]
         c.expiry[slots] = expiry
         c.expiry_lo[slots] = expiry_lo
-        lens = np.array([len(k) for k in kw_ids], dtype=np.int64)
-        c.kw_off[slots] = self.kw.put_many("id", lens, [w for ws in kw_ids for w in ws])
+        lens = np.fromiter(map(len, [ev.keywords for ev in evs]), np.int64, len(evs))
+        c.kw_off[slots] = self.kw.put_many("id", lens, kw_ids)
         c.kw_len[slots] = lens
         c.wo[slots] = 1.0 / np.sqrt(lens)  # scoring.object_weight
         c.alive[slots] = alive
@@ -91,8 +92,7 @@ class ObjectTable(Laid):
     def free_many(self, slots: list[int]) -> None:
         """``free`` of each slot in turn."""
         c = self.cols
-        for off, n in zip(c.kw_off[slots].tolist(), c.kw_len[slots].tolist()):
-            self.kw.release(off, n)
+        self.kw.release_many(c.kw_off[slots], c.kw_len[slots].astype(np.int64))
         self.ids[slots] = None
         c.free_many(slots)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from .core.config import Space, Window
 from .index.registry import unknown_index
 from .runtime.engines import DEFAULT_INDEX, known_indexes
-from .spark.session import SparkFailure  # stdlib only: no PySpark imported here
+from .runtime.failure import RunFailure
 from .store.subscriptions import BUFFERS
 
 PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
@@ -679,7 +679,7 @@ def main(argv: list[str] | None = None) -> int:
         abort_open()
         print(f"skpubsub: error: {_os_error(exc)}", file=sys.stderr)
         return 1
-    except SparkFailure as exc:  # a Spark task, job or query failed: the cause on one line, not Spark's trace
+    except RunFailure as exc:  # a Spark task, job or query failed: the cause on one line, not Spark's trace
         abort_open()
         print(f"skpubsub: error: {exc}", file=sys.stderr)
         return 1

@@ -9,8 +9,10 @@ import sys
 import tempfile
 import time
 
+from ..runtime.failure import RunFailure
 
-class SparkFailure(RuntimeError):
+
+class SparkFailure(RunFailure):
     """A task, job or query of the run failed inside Spark (a worker engine raising, an
     output part that cannot be written, the JVM gone): one line naming the cause, for the
     command line's ``skpubsub: error: ...`` (SPEC 7). The checkpoint is left as Spark left

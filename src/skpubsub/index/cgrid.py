@@ -37,7 +37,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from ..core.config import Space
-from ..core.columns import grown, grown_records
+from ..core.columns import grown, grown_records, segment_items
 from ..store.subscriptions import K_TOPK, SubTable
 from ..core.vocab import Vocabulary
 from ..core import postings as P
@@ -405,15 +405,16 @@ class CompiledGrid(SubscriptionIndex):
         c = self.subs.cols
         n = min(len(self.level), c.top)
         cand = np.flatnonzero((self.level[:n] < 0) & (self.kw0[:n] >= 0) & c.active[:n])
-        moved = 0
-        for s in cand.tolist():
-            kws = self.subs.keywords(s)
-            best = int(kws[int(np.argmin(self.vocab.freq[kws]))])
-            if best != self.kw0[s]:
-                self.place(s)
-                moved += 1
-        self.refreshed += moved
-        return moved
+        # each one's least frequent keyword, the first of equals (``np.argmin``), all at once
+        items, owner = segment_items(c.kw_off[cand], c.kw_len[cand])
+        kws = self.subs.kw.id[items]
+        order = np.lexsort((np.arange(len(kws)), self.vocab.freq[kws], owner))
+        first = order[np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]])] if len(order) else order
+        moved = cand[kws[first] != self.kw0[cand]].tolist()
+        for s in moved:  # placing one changes no other's keywords or frequencies
+            self.place(s)
+        self.refreshed += len(moved)
+        return len(moved)
 
     def count(self, xs: np.ndarray, ys: np.ndarray) -> None:
         """Arriving objects at ``xs, ys``: the cost model's cell counts (nothing when it is off)."""

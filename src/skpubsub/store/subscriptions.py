@@ -39,6 +39,17 @@ def _unit(weights, n: int) -> tuple[float, ...]:
     return u
 
 
+def _put(col: np.ndarray, off: int, values) -> None:
+    """``col[off:off + len(values)] = values``, item by item for a few (a slice from a list
+    costs more below five)."""
+    n = len(values)
+    if n <= 4:
+        for j in range(n):
+            col[off + j] = values[j]
+    else:
+        col[off:off + n] = values
+
+
 class SubTable(Laid):
     """Columnar subscriptions; keyword ids + unit weights in one pool, k-best buffers in another.
 
@@ -103,12 +114,7 @@ class SubTable(Laid):
         n = len(kw_ids)
         kw = self.kw
         off = kw.alloc(n)
-        if n <= 4:
-            kid = kw.id
-            for j in range(n):
-                kid[off + j] = kw_ids[j]
-        else:
-            kw.id[off:off + n] = kw_ids
+        _put(kw.id, off, kw_ids)
         if n > self.max_kw:
             self.max_kw = n
         expires = math.inf if ev.expires is None else ev.expires
@@ -120,12 +126,7 @@ class SubTable(Laid):
                          x1, y1, x2, y2, ev.seq, expires)
             return s
         ws = _unit(ev.weights, n)  # cached when no weights are given
-        if n <= 4:
-            kws = kw.ws
-            for j in range(n):
-                kws[off + j] = ws[j]
-        else:
-            kw.ws[off:off + n] = ws
+        _put(kw.ws, off, ws)
         k = ev.k  # buffer_size in plain Python (NumPy on one int cost 10 us a subscription)
         kb = min(4 * k, max(k, math.ceil(self.kmax * k)))
         if k > self.max_k:

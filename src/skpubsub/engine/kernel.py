@@ -30,7 +30,8 @@ from ..core.borrow import borrowed
 from ..core.scoring import carries_all, topk_key_ids
 from ..index.aoiq import probe_tokens
 from ..index.cells import box_at, extent
-from ..index.cgrid import post_slot, scan
+from ..index.placing import post_slot
+from ..index.probe import scan
 from ..index.nodecost import slot_level
 from ..index.prefix import post_tokens, prefix_bounds, probe_classes, same_classes
 from ..results.kbest import after_put, put

@@ -40,7 +40,8 @@ from ..core.vocab import Vocabulary
 from ..core import postings as P
 from ..core.layouts import Directory, Probes
 from .cells import cell_of, decode_key, level_key
-from .cgrid import CompiledGrid, live_of
+from .cgrid import CompiledGrid
+from .probe import live_of
 from .pairs import M_PAIRS, M_TOP, Book, Cost, assign_many, blocks_of, log_survival, new_book, pairs_of, with_room
 from .prefix import NC, probe_classes
 
@@ -113,7 +114,7 @@ def batch_probe(batch, directory, grid, subs, toks, srt):
     """Algorithm 2 (CkQST section 3.5): the candidates of a batch of objects (``batch``:
     positions, keywords CSR), each posting list of ``grid`` read once for every object of
     the batch that probes it. Returns (CSR offsets, candidates, pairs examined): per object,
-    the live slots under its tokens in its cells (as ``cgrid.scan``), an ``all``
+    the live slots under its tokens in its cells (as ``probe.scan``), an ``all``
     subscription only if the object carries every keyword (the verification's keyword half,
     lines 9-12). Reading a list compacts it, as a scan does. ``toks``, ``srt``: an object's
     tokens and sorted keywords (scratch)."""

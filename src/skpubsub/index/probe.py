@@ -1,0 +1,113 @@
+"""The probe of the compiled grid (:mod:`cgrid`): an object's scan of the posting lists of
+its cells on every level, which keeps the live entries, drops the stale ones (lazy
+deletion) and stamps each slot it meets once. The publish kernel's probe too.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import overload
+
+from ..core import postings as P
+from ..core.layouts import SlotLive
+from .cells import cell_of, level_key
+
+
+@njit(cache=True)
+def _has_entry(st, key, entry):
+    p = P.lookup(st.h_keys, st.h_vals, key)
+    if p < 0:
+        return False
+    b = st.p_head[p]
+    while b >= 0:
+        cnt = P.B if b != st.p_tail[p] else st.p_fill[p]
+        for i in range(cnt):
+            if st.blk_data[b * P.B + i] == entry:
+                return True
+        b = st.blk_next[b]
+    return False
+
+
+@njit(cache=True)
+def scan(x, y, okw, st, active, grid, cands):
+    """Live slots posted under tokens ``okw`` in the cells of (x, y) on every level or
+    globally, each once (``slots.stamp = st``, a stamp not used before), into ``cands``;
+    compacts the lists it reads. Returns how many. The publish kernel's probe too.
+
+    ``postings.read`` with the grid's ``entry_id`` written out in the loop, over arrays bound
+    once here: passed to a compiled call per list (or per entry), the store's and the
+    records' arrays cost an atomic reference count each way (index/NOTES.md, "scan")."""
+    geo, lmax, store = grid.geo, grid.lmax, grid.store
+    slots = grid.slots
+    epoch, slevel, box, stamp = slots.epoch, slots.level, slots.box, slots.stamp
+    h_keys, h_vals, p_head, p_tail, p_fill = store.h_keys, store.h_vals, store.p_head, store.p_tail, store.p_fill
+    blk_next, blk_data = store.blk_next, store.blk_data
+    x0, y0, width, height = geo[0], geo[1], geo[2], geo[3]
+    B = P.B
+    nc = 0
+    for w in okw:
+        for level in range(-1, lmax + 1):
+            if level < 0:
+                key = -(np.int64(w) + 1)
+                cx = cy = 0
+            else:
+                cx = cell_of(x, x0, width, 1 << level)
+                cy = cell_of(y, y0, height, 1 << level)
+                key = level_key(w, level, cx, cy, lmax)
+            p = P.find(h_keys, h_vals, key)
+            if p < 0:
+                continue
+            # postings.read: each entry live (entry_id, _slot_entry's test) is kept in place
+            # (postings.keep) and stamped once into cands; the rest are dropped (truncate).
+            rb = p_head[p]
+            tail = p_tail[p]
+            wb = rb
+            wi = 0
+            dropped = 0
+            while rb >= 0:
+                cnt = B if rb != tail else p_fill[p]
+                for ri in range(rb * B, rb * B + cnt):
+                    ent = blk_data[ri]
+                    s = ent >> 32
+                    if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
+                            level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+                        dropped += 1
+                        continue
+                    blk_data[wb * B + wi] = ent
+                    wi += 1
+                    if wi == B:
+                        wb = blk_next[wb]
+                        wi = 0
+                    if stamp[s] != st:  # not yet seen under another key
+                        stamp[s] = st
+                        cands[nc] = s
+                        nc += 1
+                rb = blk_next[rb]
+            if dropped:
+                P.truncate(store, p, wb, wi, dropped)
+    return nc
+
+
+@njit(inline="always", cache=True)
+def live_of(active, slots):
+    """The grid's ``SlotLive`` bundle: views of the records, taken once per scan."""
+    return SlotLive(active, slots.epoch, slots.level, slots.box)
+
+
+@overload(P.entry_id)
+def _slot_entry(ent, live, where):
+    """``postings.entry_id`` for the grid: ``where`` is the list's (level, cx, cy)."""
+    if not (isinstance(live, types.BaseNamedTuple) and live.instance_class is SlotLive):
+        return None
+
+    def impl(ent, live, where):
+        s = ent >> 32
+        level, cx, cy = where
+        box = live.box
+        # live: active, current epoch, this level, and its box covers this cell
+        if not live.active[s] or live.epoch[s] != (ent & 0xFFFFFFFF) or live.level[s] != level or (
+                level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+            return np.int64(-1)
+        return s
+    return impl

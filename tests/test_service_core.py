@@ -101,7 +101,7 @@ def test_a_failed_child_is_reported_and_changes_nothing(tmp_path, monkeypatch) -
 
 
 def _kept(core: Core) -> dict:
-    regs = list(core.regs.values()) + list(core.ended.values())
+    regs = list(core.regs.values()) + list(core.book.ended.values())
     return {r.seq: [n for n, _ in r.ring or ()] for r in regs if r.ring}
 
 
@@ -146,21 +146,21 @@ def test_the_total_cap_drops_the_oldest_kept_notifications_first(tmp_path) -> No
             reg, n = order.popleft()
             if model[reg] and model[reg][0] == n:
                 model[reg].popleft()
-        assert core.kept_total == sum(len(q) for q in model.values()) <= cap
+        assert core.book.kept_total == sum(len(q) for q in model.values()) <= cap
         assert _kept(core) == {r: list(q) for r, q in model.items() if q}, b
         if b == snap_after:
             core.snapshot_now()
-    assert len(core.kept_order) <= 2 * cap + 1024  # stale entries compacted
-    ended = core.ended[next(iter(core.ended))]
+    assert len(core.book.kept_order) <= 2 * cap + 1024  # stale entries compacted
+    ended = core.book.ended[next(iter(core.book.ended))]
     assert ended.ring is None or len(ended.ring) < ended.next - 1  # the total cap reached the ended one too
     reg = core.regs["sb"]
     assert reg.first_kept > 1 and reg.after(0)[0][0] == reg.first_kept  # resuming from a dropped point
-    want = (_kept(core), [r.seq for r in core._live_order()])
+    want = (_kept(core), [r.seq for r in core.book.live_order()])
     core.close()
     again = make()
     again.open()
     assert again.restored_from is not None and again.replayed > 0
-    assert (_kept(again), [r.seq for r in again._live_order()]) == want
+    assert (_kept(again), [r.seq for r in again.book.live_order()]) == want
     again.close()
 
 
@@ -238,6 +238,6 @@ def test_entries_of_notifications_keep_let_go_leave_the_order_as_they_come(tmp_p
     for b in range(30):
         core.process([("events", {"op": "pub", "id": f"o{b}-{j}", "t": 1, "x": 0, "y": 0, "keywords": ["x"]}, None)
                       for j in range(10)])
-    assert core.kept_total == 1000 and len(core.kept_order) == 1000
+    assert core.book.kept_total == 1000 and len(core.book.kept_order) == 1000
     assert all(len(r.ring) == 10 and r.ring[0][0] == 291 for r in core.regs.values())
     core.close()

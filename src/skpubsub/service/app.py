@@ -232,7 +232,7 @@ class Service:
         secret = bearer(request, query)
         if secret is None:
             raise HTTPError(401, "missing token: send Authorization: Bearer <subscription token>")
-        regs = self.core.lookup(request.path_params["id"], ended)
+        regs = self.core.book.lookup(request.path_params["id"], ended)
         admin = self.is_admin(secret)
         if admin and (q := request.query_params.get("seq")):  # 1 and "1" both live: the one registered at seq
             regs = [r for r in regs if str(r.seq) == q]
@@ -255,7 +255,7 @@ class Service:
         return await fut
 
     async def run_applier(self) -> None:
-        limits, core, m = self.limits, self.core, self.metrics
+        limits, core = self.limits, self.core
         while True:
             await self.wakeup.wait()
             self.wakeup.clear()

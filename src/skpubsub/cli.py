@@ -103,19 +103,20 @@ def cmd_run(a: argparse.Namespace) -> int:
     if is_tabular(a.events) and a.engine != "spark":
         raise UsageError("CSV and Parquet event files are read by --engine spark; the local engine reads JSONL")
     params = _index_params(a)
+    rebalance = None
+    if a.rebalance:
+        if a.partitioner is None:
+            raise UsageError("--rebalance needs --workers M (and optionally --partitioner)")
+        rebalance = {"sigma": a.sigma, "period": a.rebalance_period, "algorithm": a.migration,
+                     "global_period": a.global_period}
     if a.engine == "spark":
         from .spark.pipeline import run_spark
 
         m = run_spark(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
                       partitioner=a.partitioner, init_objects=a.init_objects, lines_per_batch=a.lines_per_batch,
-                      master=a.master, checkpoint=a.checkpoint, spark_conf=_spark_conf(a), **params)
+                      master=a.master, checkpoint=a.checkpoint, spark_conf=_spark_conf(a), rebalance=rebalance,
+                      **params)
     else:
-        rebalance = None
-        if a.rebalance:
-            if a.partitioner is None:
-                raise UsageError("--rebalance needs --workers M (and optionally --partitioner)")
-            rebalance = {"sigma": a.sigma, "period": a.rebalance_period, "algorithm": a.migration,
-                         "global_period": a.global_period}
         m = run(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
                 partitioner=a.partitioner, init_objects=a.init_objects, rebalance=rebalance, batch_size=a.batch,
                 **params)
@@ -485,7 +486,7 @@ def parser() -> argparse.ArgumentParser:
                    help="objects read before planning (O_init), with --partitioner")
     r.add_argument("--batch", type=int, default=2048, help="events per micro-batch (local engine)")
     r.add_argument("--rebalance", action="store_true",
-                   help="dynamic load adjustment between micro-batches (PS2Stream V; local engine)")
+                   help="dynamic load adjustment between micro-batches (PS2Stream V; local and spark engines)")
     r.add_argument("--sigma", type=float, default=1.5, help="--rebalance: allowed L_max / L_min")
     r.add_argument("--rebalance-period", type=int, default=4, help="--rebalance: micro-batches per check")
     r.add_argument("--migration", default="gr", choices=["gr", "dp"],

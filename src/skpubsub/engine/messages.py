@@ -47,3 +47,13 @@ class Adopt:
     sub: Sub
     held: tuple[Pub, ...] = ()
     now: Time | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """The Spark runtime's migration under ``none``: the worker writes the result objects
+    of subscriptions ``ids`` (still its own) as data, named by ``tag``, for the worker that
+    adopts them in the next micro-batch; the ``Drop``s follow. Never sent to an engine."""
+
+    ids: tuple[Id, ...]
+    tag: int

@@ -8,7 +8,10 @@ raw little-endian arrays. Nothing here is ever unpickled: a damaged payload is r
 
 Item layout: ``[seq, "e", event seq, record, leave]`` (an event), ``[seq, "b", ...]`` (a
 Backfill of that object), ``[seq, "t", tick seq, t, leave]`` (a Tick), ``[seq, "x", 0, null,
-[]]`` (END). Written and read by msgspec in the common case (read with fastline's typed
+[]]`` (END); migrations (rebalancing, ``spark/NOTES.md``): ``[seq, "d", 0, id, []]`` (Drop),
+``[seq, "a", sub seq, {"sub": record, "held": [[seq, record], ...], "now": t}, []]`` (Adopt),
+``[seq, "E", tag, [id, ...], []]`` (Export); these travel in rows of their own and are read by
+the full validator. Written and read by msgspec in the common case (read with fastline's typed
 record, checked by ``fastline.event``); anything it does not take (a lone surrogate, an
 integer past 64 bits) goes through ``json`` and ``validate_record``, which give the reason.
 """
@@ -24,9 +27,10 @@ import msgspec
 import numpy as np
 
 from ..core.config import Space, Window
-from ..engine.messages import Backfill, Tick
+from ..engine.messages import Adopt, Backfill, Drop, Export, Tick
 from ..engine.snapshot import Refused, dumps, event_of, event_record
 from ..io import fastline
+from ..io.events import Pub, Sub
 
 END = "end"  # an item asking a worker for its final results
 
@@ -42,6 +46,13 @@ def encode_items(items: list[tuple[int, Any]]) -> bytes:
             out.append([seq, "t", msg.seq, msg.t, list(leave)])
         elif isinstance(msg, Backfill):
             out.append([seq, "b", msg.pub.seq, event_record(msg.pub), list(leave)])
+        elif isinstance(msg, Drop):
+            out.append([seq, "d", 0, msg.id, []])
+        elif isinstance(msg, Adopt):
+            out.append([seq, "a", msg.sub.seq, {"sub": event_record(msg.sub), "held": _pubs(msg.held),
+                                                 "now": msg.now}, []])
+        elif isinstance(msg, Export):
+            out.append([seq, "E", msg.tag, list(msg.ids), []])
         else:
             out.append([seq, "e", msg.seq, event_record(msg), list(leave)])
     try:
@@ -114,9 +125,60 @@ def decode_items(blob: bytes, window: Window, space: Space) -> list[tuple[int, A
         elif tag in ("e", "b"):
             ev = event_of(q, body, window, space)
             items.append((e[0], (ev if tag == "e" else Backfill(ev), leave)))  # type: ignore[arg-type]
+        elif tag == "d":
+            items.append((e[0], (Drop(_id(body)), ())))
+        elif tag == "a" and isinstance(body, dict) and set(body) == {"sub", "held", "now"}:
+            sub = event_of(q, body["sub"], window, space)
+            now = body["now"]
+            if not isinstance(sub, Sub) or not (now is None or _time(now)):
+                raise Refused(f"routed payload: malformed adoption {str(e)[:80]}")
+            items.append((e[0], (Adopt(sub, decode_pubs(body["held"], window, space), now), ())))
+        elif tag == "E" and isinstance(q, int) and isinstance(body, list):
+            items.append((e[0], (Export(tuple(_id(i) for i in body), q), ())))
         else:
             raise Refused(f"routed payload: unknown item {tag!r}")
     return items
+
+
+def _id(v: Any) -> Any:
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise Refused(f"routed payload: bad subscription id {str(v)[:80]}")
+    return v
+
+
+def _time(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def _pubs(pubs) -> list:
+    return [[p.seq, event_record(p)] for p in pubs]
+
+
+def decode_pubs(raw: Any, window: Window, space: Space) -> tuple[Pub, ...]:
+    """Objects written by ``_pubs`` (an adoption's held objects), validated again."""
+    if not isinstance(raw, list) or not all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], int)
+                                            and not isinstance(x[0], bool) for x in raw):
+        raise Refused("held objects: malformed")
+    out = tuple(event_of(q, r, window, space) for q, r in raw)
+    if not all(isinstance(p, Pub) for p in out):
+        raise Refused("held objects: not publications")
+    return out  # type: ignore[return-value]
+
+
+def encode_export(held: dict[int, tuple]) -> bytes:
+    """A worker's export (registration seq -> result objects) as data (JSON)."""
+    return dumps([[seq, _pubs(pubs)] for seq, pubs in sorted(held.items())])
+
+
+def decode_export(blob: bytes, window: Window, space: Space) -> dict[int, tuple[Pub, ...]]:
+    try:
+        raw = json.loads(blob)
+    except ValueError:
+        raise Refused("export: not JSON") from None
+    if not isinstance(raw, list) or not all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], int)
+                                            for x in raw):
+        raise Refused("export: malformed")
+    return {seq: decode_pubs(pubs, window, space) for seq, pubs in raw}
 
 
 def encode_driver(entries: list[tuple]) -> bytes:

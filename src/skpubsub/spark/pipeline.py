@@ -200,7 +200,7 @@ def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, ind
 
     out.mkdir()
     opts = {"path": source.uri, "checkpoint": (checkpoint / "sequencer").uri, "config": json.dumps(config),
-            "linesPerBatch": str(lines_per_batch)}
+            "linesPerBatch": str(lines_per_batch), "out": out.uri}
     if lines_per_second:
         opts["linesPerSecond"] = str(lines_per_second)
     routed = spark.readStream.format("skpubsub").options(**opts).load()
@@ -278,7 +278,8 @@ def _metrics(out: Loc, progress: list[dict], wall: float, config: dict, index: s
         "wall_seconds": round(wall, 6),
         "objects": n_obj,
         "objects_per_second": round(n_obj / wall, 2) if wall > 0 and n_obj else None,
-        **{k: meta[k] for k in ("messages", "messages_per_object", "replication_ratio", "plan") if k in meta},
+        **{k: meta[k] for k in ("messages", "messages_per_object", "replication_ratio", "plan",
+                                  "migrated_subscriptions", "adjustments") if k in meta},
         "batches": per_batch,
     }
 
@@ -306,6 +307,11 @@ def _prepare(spark, source: Loc, checkpoint: Loc, config: dict, index: str, para
         if not isinstance(saved, dict):
             raise ValueError(f"checkpoint {checkpoint}: run.json is damaged; remove the checkpoint")
         run_id = saved.pop("run", None)
+        if (isinstance(run_id, str) and saved != fp and {k: v for k, v in saved.items() if k != "workers"}
+                == {k: v for k, v in fp.items() if k != "workers"}):  # M changed (issue 21 item 5: not yet)
+            raise ValueError(f"checkpoint {checkpoint} was made with --workers {saved.get('workers')}: resume it "
+                             f"with --workers {saved.get('workers')} (a checkpoint is not re-partitioned to "
+                             "another number of workers yet), or remove it to start over")
         if saved != fp or not (isinstance(run_id, str) and run_id.isalnum()):
             raise ValueError(f"checkpoint {checkpoint} belongs to another run; remove it or pick another --checkpoint")
     else:
@@ -344,15 +350,18 @@ def run_spark(events: str | Path, out: str | Path, window: str | Window = "none"
               index: str = DEFAULT_INDEX, workers: int = 1, partitioner: str | None = None, init_objects: int = 1000,
               lines_per_batch: int = 10_000, master: str | None = None, checkpoint: str | Path | None = None,
               lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
-              spark_conf: dict[str, str] | None = None, **index_params: Any) -> dict:
+              spark_conf: dict[str, str] | None = None, rebalance: dict | None = None, **index_params: Any) -> dict:
     """``skpubsub run --engine spark``: the same four files as the local engine.
 
     Resumes from ``checkpoint`` (default ``OUT/_checkpoint``) when it holds an
     unfinished run of the same input and flags; another run's checkpoint is an error.
+    ``rebalance``: :class:`~skpubsub.runtime.rebalance.Rebalancer` parameters (dynamic load
+    adjustment between micro-batches, ``spark/NOTES.md``).
     """
     return stream(events, out, checkpoint or Loc(out) / "_checkpoint", window, space, index, workers,
                   partitioner, init_objects, lines_per_batch, master, lines_per_second=lines_per_second,
-                  snapshot_every=snapshot_every, spark=spark, once=True, spark_conf=spark_conf, **index_params)
+                  snapshot_every=snapshot_every, spark=spark, once=True, spark_conf=spark_conf, rebalance=rebalance,
+                  **index_params)
 
 
 def check_flags(workers: int, lines_per_batch: int, lines_per_second: float | None = None,
@@ -474,7 +483,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
            init_objects: int = 1000, lines_per_batch: int = 10_000, master: str | None = None, *,
            lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
            once: bool = False, timeout: float | None = None, trigger_seconds: float = 1.0,
-           spark_conf: dict[str, str] | None = None, **index_params: Any) -> dict:
+           spark_conf: dict[str, str] | None = None, rebalance: dict | None = None, **index_params: Any) -> dict:
     """``skpubsub stream``: follow ``source`` (an event file, or a directory that JSONL
     files are moved into) until ``timeout`` seconds or Ctrl-C, then finish what has
     arrived and write the final results; ``once``: only what is there now."""
@@ -486,6 +495,13 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     source, out, checkpoint = Loc(source), Loc(out), Loc(checkpoint)
     config = {"window": str(window), "space": str(space), "workers": workers,
               "partitioner": partitioner or "hash", "init_objects": init_objects}
+    if rebalance is not None:
+        from ..runtime.rebalance import Rebalancer
+
+        Rebalancer(space, **rebalance)  # bad parameters are refused here, not inside a batch
+        if workers < 2:
+            raise ValueError("--rebalance needs --workers 2 or more")
+        config["rebalance"] = dict(sorted(rebalance.items()))
     start = time.perf_counter()
     from pyspark import SparkContext
 

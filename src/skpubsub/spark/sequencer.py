@@ -15,16 +15,27 @@ Row layout (one row per worker per chunk of at most ``CHUNK`` items), payloads a
     (-1, part, payload)       payload = encode_driver([("rejected" | "meta", ...), ...])  driver rows
 
 ``part`` numbers the rows of one micro-batch so a worker applies them in order.
+
+Rebalancing (``rebalance``: :class:`~skpubsub.runtime.rebalance.Rebalancer` parameters,
+``spark/NOTES.md``): at the end of a batch's feed the rebalancer is given the workers' loads
+of the batch before (measured by the tasks, recorded by the source) and may migrate; the
+dispatcher's routing changes there, so the next batch's events follow it. Under a retaining
+window the whole migration rides at the end of this batch's rows (``Drop`` at the source
+worker; the backfill and ``Adopt`` at the destination: the dispatcher has the alive objects).
+Under ``none`` the results are only in the source worker: it ``Export``s them as a file at the
+end of this batch, then drops them, and the destination adopts them at the start of the next
+batch (before any of its events), the file read by ``read_export``. Migration items travel in
+rows of their own, before and after the batch's event rows.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from ..core.config import Space, Window
-from ..engine.messages import Tick
-from ..io.events import Pub, Rejection
+from ..engine.messages import Adopt, Drop, Export, Tick
+from ..io.events import Pub, Rejection, Sub
 from ..io.validate import Gate
 from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
@@ -40,7 +51,8 @@ class Sequencer:
     """Gate + O_init buffer + plan + :class:`Dispatcher`; ``feed`` is O(lines + routed items)."""
 
     def __init__(self, window: Window, space: Space, workers: int, partitioner: str,
-                 init_objects: int = 1000, stats: Statistics | None = None) -> None:
+                 init_objects: int = 1000, stats: Statistics | None = None,
+                 rebalance: dict | None = None) -> None:
         if partitioner not in PLANNERS:
             raise ValueError(f"unknown partitioner {partitioner!r}; known: {', '.join(PLANNERS)}")
         self.window, self.space, self.m = window, space, workers
@@ -52,6 +64,14 @@ class Sequencer:
         self.rejected: Counter[str] = Counter()
         self.last: tuple[int, Any] | None = None  # (seq, t) of the last accepted event
         self.lines = 0
+        self.rebalance = dict(rebalance) if rebalance is not None else None
+        self.rebalancer: Any = None
+        self.migrated = 0
+        # ``none``: adoptions due at the start of the next feed: (tag, source, destination, sub, now)
+        self.awaiting: list[tuple[int, int, int, Sub, Any]] = []
+        self.read_export: Callable[[int, int], dict[int, tuple]] | None = None  # (tag, worker) -> seq -> held
+        self._tail: dict[int, list] = {}
+        self._tag = 0
 
     def _plan(self) -> list:
         """Make the plan from the buffered head; returns the head, now to be routed."""
@@ -61,13 +81,25 @@ class Sequencer:
             stats = Statistics.from_objects((ev for ev in head if isinstance(ev, Pub)), self.space)
         plan = PLANNERS[self.partitioner](active_subs(head), stats, self.m)
         self.dispatcher = Dispatcher(plan, self.window, rarity=dict(stats.keyword_freq))
+        if self.rebalance is not None:
+            from ..runtime.rebalance import Rebalancer
+
+            self.rebalancer = Rebalancer(self.space, planner=PLANNERS[self.partitioner], **self.rebalance)
+            self.dispatcher.observer = self.rebalancer.observe
         return head
 
-    def feed(self, lines: list[tuple[int, bytes | None]], end: bool = False) -> list[tuple[int, int, bytes]]:
+    def feed(self, lines: list[tuple[int, bytes | None]], end: bool = False, loads: list[float] | None = None,
+             tag: int = 0, keep: bool = True) -> list[tuple[int, int, bytes]]:
         """Gate and route ``(line number, raw)`` lines; with ``end``, finish the input:
-        plan if still buffering and ask every worker for its results."""
+        plan if still buffering and ask every worker for its results. Rebalancing: the
+        adoptions left from the last boundary come first; then, unless ``end``, the
+        rebalancer sees ``loads`` (the previous batch's, per worker; None: no check) and its
+        migrations, tagged ``tag``, end this batch. ``keep=False``: a re-feed whose rows are
+        dropped (the exports are not read)."""
         per: dict[int, list] = {}
         driver: list = []
+        head = self._adoptions(keep)
+        self._tail = {}
         for line_no, raw in lines:
             self.lines = max(self.lines, line_no)
             ev = self.gate.admit_line(raw, line_no)
@@ -91,11 +123,17 @@ class Sequencer:
                 for wk in range(self.m):  # subscription expiries up to the end time, then results
                     per.setdefault(wk, []).extend([(seq, (Tick(seq, t), ())), (seq, END)])
             driver.append(("meta", self.metadata()))
+        elif self.rebalancer is not None and loads is not None:
+            if len(loads) != self.m:
+                raise ValueError(f"rebalancing: {len(loads)} worker loads for {self.m} workers")
+            self._tag = tag
+            self.rebalancer.after_batch([float(x) for x in loads], self)  # may call migrate
         rows: list[tuple[int, int, bytes]] = []
-        for wk in sorted(per):
-            items = per[wk]
-            for i in range(0, len(items), CHUNK):
-                rows.append((wk, len(rows), encode_items(items[i:i + CHUNK])))
+        tail = self._tail
+        for wk in sorted(set(per) | set(head) | set(tail)):
+            for items in (head.get(wk, []), per.get(wk, []), tail.get(wk, [])):  # migrations in rows of their own
+                for i in range(0, len(items), CHUNK):
+                    rows.append((wk, len(rows), encode_items(items[i:i + CHUNK])))
         if driver:
             rows.append((DRIVER, len(rows), encode_driver(driver)))
         return rows
@@ -106,6 +144,55 @@ class Sequencer:
         for ev in events:
             for wk, items in d.route(ev).items():
                 per.setdefault(wk, []).extend((ev.seq, it) for it in items)
+
+    # -- rebalancing: the cluster side of runtime/rebalance.py's Rebalancer ----------------
+    def migrate(self, ids: list, dst: int) -> None:
+        """Move active subscriptions to worker ``dst`` at the end of this batch (see the
+        module docstring); routing follows from the next event on. Exact: no notification."""
+        d = self.dispatcher
+        assert d is not None and self.last is not None
+        by_src: dict[int, list] = {}
+        for sid in ids:
+            ws = d.where[sid]
+            if len(ws) == 1 and ws[0] != dst:
+                by_src.setdefault(ws[0], []).append(sid)
+        seq, t = self.last
+        retains = self.window.retains
+        tail = self._tail
+        for src, lst in sorted(by_src.items()):
+            out = tail.setdefault(src, [])
+            if not retains:  # one Export per worker and batch (the rebalancer may call twice): before the Drops
+                if out and isinstance(out[0][1][0], Export):
+                    out[0] = (seq, (Export(out[0][1][0].ids + tuple(lst), self._tag), ()))
+                else:
+                    out.insert(0, (seq, (Export(tuple(lst), self._tag), ())))
+            out.extend((seq, (Drop(sid), ())) for sid in lst)
+            for sid in lst:
+                back = d.move(sid, dst)
+                if retains:
+                    tail.setdefault(dst, []).extend((seq, it) for it in back)
+                    tail[dst].append((seq, (Adopt(d.subs[sid], (), t), ())))
+                else:
+                    self.awaiting.append((self._tag, src, dst, d.subs[sid], t))
+            self.migrated += len(lst)
+
+    def _adoptions(self, keep: bool) -> dict[int, list]:
+        """The ``none`` adoptions due now, each with the result objects its source exported."""
+        head: dict[int, list] = {}
+        awaiting, self.awaiting = self.awaiting, []
+        if not keep or not awaiting:
+            return head
+        assert self.read_export is not None and self.last is not None
+        exports: dict[tuple[int, int], dict] = {}
+        seq = self.last[0]
+        for tag, src, dst, sub, now in awaiting:
+            if (tag, src) not in exports:
+                exports[tag, src] = self.read_export(tag, src)
+            held = exports[tag, src].get(sub.seq)
+            if held is None:
+                raise ValueError(f"rebalancing: worker {src}'s export {tag} lacks subscription {sub.id!r}")
+            head.setdefault(dst, []).append((seq, (Adopt(sub, held, now), ())))
+        return head
 
     def metadata(self) -> dict:
         m = {
@@ -119,4 +206,7 @@ class Sequencer:
         if self.dispatcher is not None:
             m.update(self.dispatcher.metrics())
             m["plan"] = self.dispatcher.plan.describe()
+        if self.rebalancer is not None:
+            m["migrated_subscriptions"] = self.migrated
+            m["adjustments"] = self.rebalancer.log
         return m

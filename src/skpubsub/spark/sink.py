@@ -102,6 +102,17 @@ def _part_name(kind: str, batch: int, worker: int) -> str:
     return f"{kind}-{batch:010d}-{'driver' if worker < 0 else f'{worker:04d}'}.part"
 
 
+def export_name(tag: int, worker: int) -> str:
+    """The file of worker ``worker``'s export for the migration tagged ``tag`` (the line
+    offset of the batch boundary it happens at), in the run's batch folder."""
+    return f"export-{tag:012d}-{worker:04d}.json"
+
+
+def loads_name(line: int) -> str:
+    """The workers' measured loads of the micro-batch that ends at input line ``line``."""
+    return f"loads-{line:012d}.json"
+
+
 def write_parts(d: Loc, batch: int, worker: int, rows: list[tuple]) -> list[tuple]:
     """Inside a worker task: write the task's notifications, results and rejections of
     micro-batch ``batch`` as part files in ``d``; returns the other rows plus one small
@@ -110,9 +121,13 @@ def write_parts(d: Loc, batch: int, worker: int, rows: list[tuple]) -> list[tupl
     notes: list[tuple] = []
     results: list[tuple] = []
     rejected: list[tuple] = []
+    exports: list[tuple] = []
     for r in rows:
-        {"notes": notes, "result": results, "rejected": rejected}.get(r[1], keep).append(r)
+        {"notes": notes, "result": results, "rejected": rejected, "export": exports}.get(r[1], keep).append(r)
     files: list[tuple[str, int, Iterable[bytes]]] = []
+    for r in exports:  # a migration's held objects, named by its tag: the sequencer reads them next batch
+        d.mkdir()
+        (d / export_name(int(r[2]), worker)).write_atomic(bytes(r[5]))
     if notes:  # a worker's rows of the batch, in row order (one row in practice)
         lines = [x for r in notes for x in r[4].split("\n")]
         cols = [unpack_notes(bytes(r[5]), int(r[2])) for r in notes]
@@ -203,6 +218,13 @@ def record_batch(out: Path | Loc, batch_id: int, pdf: pd.DataFrame, extra: dict 
         info["sink_seconds"] = round(time.perf_counter() - started, 6)
     d = batch_dir(out, run)
     d.mkdir()
+    for x in info["source"]:  # rebalancing: the loads the sequencer reads before the next boundary
+        if "end_line" in x and "m" in x:
+            loads = [0.0] * int(x["m"])
+            for w in info["workers"]:
+                loads[int(w["worker"])] += float(w["cpu_seconds"])
+            (d / loads_name(int(x["end_line"]))).write_atomic(
+                json.dumps({"batch": batch_id, "end_line": x["end_line"], "loads": loads}).encode("utf-8"))
     (d / f"batch-{batch_id:010d}.json").write_atomic(json.dumps(info).encode("utf-8"))
     return info
 

@@ -33,9 +33,10 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from ..core.config import Space, Window
 from ..io.lines import read_lines
-from .codec import encode_driver
+from .codec import decode_export, encode_driver
 from .fs import Loc
 from .sequencer import DRIVER, Sequencer
+from .sink import batch_dir, export_name, loads_name
 from .statefile import Refused, read_stats
 
 SCHEMA = "worker int, part int, payload binary, ingest double"
@@ -100,6 +101,7 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
         self.path = Loc(options["path"])
         self.checkpoint = Loc(options["checkpoint"])
         self.config = json.loads(options["config"])
+        self.out = Loc(options["out"]) if options.get("out") else None  # rebalancing: loads and exports
         self.lines_per_batch = int(options.get("linesPerBatch", 10_000))
         self.rate = float(options["linesPerSecond"]) if options.get("linesPerSecond") else None
         self.target: dict | None = None  # availableNow: finish at this offset
@@ -147,31 +149,94 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
             raise Refused(f"checkpoint {self.checkpoint} holds {pickles[0]}: pickles are never loaded "
                           "(SPEC section 7); remove the checkpoint")
         stats = read_stats(Loc(c["stats"])) if c.get("stats") else None
-        return Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), c["workers"],
-                         c["partitioner"], c["init_objects"], stats)
+        seqr = Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), c["workers"],
+                         c["partitioner"], c["init_objects"], stats, rebalance=c.get("rebalance"))
+        if seqr.rebalance is not None:
+            seqr.read_export = self._read_export
+        return seqr
 
     def _sequencer(self, start: dict) -> Sequencer:
         """The sequencer's state at ``start``: in memory, else a fresh one with the lines
-        up to ``start`` re-fed (their rows were sent before: dropped). O(start) then."""
+        up to ``start`` re-fed (their rows were sent before: dropped). O(start) then.
+        Rebalancing: the re-feed follows the recorded batch boundaries with the recorded
+        loads, so that every migration is made again where it was (and checked)."""
         state, self._state = self._state, None  # feed mutates it: never reuse a half-fed one
         if state is not None and state[0] == start["line"]:
             return state[1]
         offset, seqr = self.initialOffset(), self._fresh()
+        if seqr.rebalance is not None:
+            at = 0
+            while at < start["line"]:
+                rec = self._record(at)
+                if rec is None or not at < rec["end"] <= start["line"]:
+                    raise Refused(f"checkpoint {self.checkpoint}: no rebalancing record of the batch at line {at}; "
+                                  "remove the checkpoint and run again")
+                lines, offset = _read(self.path, {**offset, "final": False}, rec["end"] - at)
+                seqr.feed(lines, loads=rec["loads"], tag=rec["end"], keep=False)
+                if seqr.migrated != rec["migrated"]:
+                    raise Refused(f"checkpoint {self.checkpoint}: the rebalancing decisions up to line {rec['end']} "
+                                  f"were not made again ({seqr.migrated} migrations, {rec['migrated']} recorded)")
+                at = rec["end"]
+            return seqr
         if offset["line"] < start["line"]:
             lines, _ = _read(self.path, {**offset, "final": False}, start["line"] - offset["line"])
             seqr.feed(lines)
         return seqr
+
+    # -- rebalancing records -----------------------------------------------------------
+    def _record_loc(self, line: int) -> Loc:
+        return self.checkpoint / "rebalance" / f"{line:012d}.json"
+
+    def _record(self, line: int) -> dict | None:
+        """The batch that started at input line ``line``: its end and the loads its
+        rebalancing step was given (the measured CPU is not reproducible: it is recorded)."""
+        loc = self._record_loc(line)
+        if not loc.exists():
+            return None
+        try:
+            rec = json.loads(loc.read_text())
+        except (ValueError, UnicodeError):
+            raise Refused(f"checkpoint {self.checkpoint}: rebalancing record {loc.name} is damaged") from None
+        return rec if isinstance(rec, dict) else None
+
+    def _loads(self, line: int) -> list[float] | None:
+        """The loads the tasks measured in the batch that ended at ``line`` (None: none yet)."""
+        if line == 0 or self.out is None:
+            return None
+        loc = batch_dir(self.out, self.config["run"]) / loads_name(line)
+        if not loc.exists():
+            return None
+        return json.loads(loc.read_text())["loads"]
+
+    def _read_export(self, tag: int, worker: int) -> dict:
+        c = self.config
+        loc = batch_dir(self.out, c["run"]) / export_name(tag, worker)
+        if not loc.exists():
+            raise Refused(f"rebalancing: worker {worker}'s export {loc.name} is missing")
+        with loc.open_read() as f:
+            return decode_export(f.read(), Window.parse(c["window"]), Space.parse(c["space"]))
 
     def _rows(self, start: dict, end: dict, lines: list) -> list[tuple]:
         t0 = time.perf_counter()
         seqr = self._sequencer(start)
         ingest = time.time()
         t1 = time.perf_counter()
-        rows = [(w, p, payload, ingest) for w, p, payload in seqr.feed(lines, end=end["final"])]
+        extra: dict = {}
+        if seqr.rebalance is None:
+            fed = seqr.feed(lines, end=end["final"])
+        else:  # the loads of the batch before (recorded if this batch was sequenced before)
+            rec = self._record(start["line"])
+            loads = rec["loads"] if rec is not None and rec["end"] == end["line"] else self._loads(start["line"])
+            fed = seqr.feed(lines, end=end["final"], loads=loads, tag=end["line"])
+            self._record_loc(start["line"]).parent.mkdir()
+            self._record_loc(start["line"]).write_atomic(json.dumps(
+                {"start": start["line"], "end": end["line"], "loads": loads, "migrated": seqr.migrated}).encode())
+            extra = {"end_line": end["line"], "m": seqr.m, "migrated": seqr.migrated}
+        rows = [(w, p, payload, ingest) for w, p, payload in fed]
         t2 = time.perf_counter()
         self._state = (end["line"], seqr)
         timing = {"lines": len(lines), "restore_seconds": round(t1 - t0, 6), "sequence_seconds": round(t2 - t1, 6),
-                  "snapshot_seconds": 0.0, "snapshot_bytes": 0}
+                  "snapshot_seconds": 0.0, "snapshot_bytes": 0, **extra}
         rows.append((DRIVER, len(rows), encode_driver([("source", timing)]), ingest))
         keys = self.config.get("keys")
         if keys:  # worker ids -> grouping keys that put each worker in its own partition

@@ -17,11 +17,11 @@ from ..core.config import Space, Window
 from ..runtime.engines import make_engine
 from ..io.encode import json_text
 from ..engine import snapshot
-from ..engine.messages import Backfill
+from ..engine.messages import Adopt, Backfill, Drop, Export
 from ..io.events import Pub, Sub, Unsub
 from ..io.notifications import Match, note_line
 from ..io.sinks import rejection_record, result_record
-from .codec import END, pack_notes
+from .codec import END, encode_export, pack_notes
 from .sequencer import DRIVER
 
 FORMAT = "skpubsub-spark-worker"
@@ -54,15 +54,34 @@ class WorkerState:
 
     def apply(self, items: list[tuple[int, Any]]) -> list[tuple]:
         """Apply routed ``(seq, item)`` pairs in order; returns the packed notifications
-        row (if any) and result rows."""
+        row (if any), result rows and, for an ``Export`` (a migration under ``none``), an
+        ``export`` row (``seq`` its tag, ``blob`` the result objects as data)."""
         t0 = time.process_time()
-        routed = [it for _, it in items if it != END]
-        outs = iter(self.engine.apply_routed(routed))
         rows: list[tuple] = []
         lines: list[str] = []
-        seqs: list[int] = []
-        regs: list[int] = []
-        match: list[bool] = []
+        cols: tuple[list, list, list] = ([], [], [])
+        run: list[tuple[int, Any]] = []
+        for seq, it in items:
+            if it != END and isinstance(it[0], Export):
+                self._run(run, rows, lines, cols)
+                run = []
+                ev = it[0]
+                held = {self.subs[i].seq: self.engine.export(i) for i in ev.ids}
+                rows.append((self.worker, "export", ev.tag, 0, "", encode_export(held)))
+            else:
+                run.append((seq, it))
+        self._run(run, rows, lines, cols)
+        if lines:  # the lines, less the last "\n"
+            rows.insert(0, (self.worker, "notes", len(lines), 0, "".join(lines)[:-1], pack_notes(*cols)))
+        self.cpu_seconds = time.process_time() - t0
+        return rows
+
+    def _run(self, items: list[tuple[int, Any]], rows: list, lines: list, cols: tuple[list, list, list]) -> None:
+        if not items:
+            return
+        seqs, regs, match = cols
+        routed = [it for _, it in items if it != END]
+        outs = iter(self.engine.apply_routed(routed))
         for seq, it in items:
             if it == END:
                 rows.extend(self._results())
@@ -77,17 +96,15 @@ class WorkerState:
                     self.alive[ev.pub.seq] = ev.pub
             if isinstance(ev, Sub):
                 self.subs[ev.id] = ev
+            elif isinstance(ev, Adopt):  # a migrated subscription (rebalancing)
+                self.subs[ev.sub.id] = ev.sub
             for n in next(outs):
                 lines.append(note_line(n))
                 seqs.append(seq)
                 regs.append(self.subs[n.sub].seq)
                 match.append(isinstance(n, Match))
-            if isinstance(ev, Unsub):
+            if isinstance(ev, (Unsub, Drop)):
                 self.subs.pop(ev.id, None)
-        if lines:  # the lines, less the last "\n"
-            rows.insert(0, (self.worker, "notes", len(lines), 0, "".join(lines)[:-1], pack_notes(seqs, regs, match)))
-        self.cpu_seconds = time.process_time() - t0
-        return rows
 
     def snapshot(self) -> bytes:
         """The state as data (framed JSON); prunes the subscriptions that ended. O(state)."""

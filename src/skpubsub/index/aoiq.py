@@ -40,7 +40,8 @@ from ..core.vocab import Vocabulary
 from ..core import postings as P
 from ..core.layouts import Directory, Probes
 from .cells import cell_of, decode_key, level_key
-from .cgrid import CompiledGrid
+from .cgrid import _NO_COST, CompiledGrid
+from .placing import NEED_BOOK, NEED_COST
 from .probe import live_of
 from .pairs import M_PAIRS, M_TOP, Book, Cost, assign_many, blocks_of, log_survival, new_book, pairs_of, with_room
 from .prefix import NC, probe_classes
@@ -211,35 +212,6 @@ def batch_probe(batch, directory, grid, subs, toks, srt):
     return off, by_q[:n], examined
 
 
-class _Keywords(NamedTuple):
-    """What ``pairs.assign_many`` reads of a ``Subs`` layout."""
-
-    rec: np.ndarray
-    kw_id: np.ndarray
-
-
-@njit(cache=True)
-def assign_one(s, rec, kw_id, kinds, book, cost, tok, pair_of, srt):
-    """``pairs.assign_many`` of slot ``s`` alone, given plain tuples (``layouts.plain``: Numba
-    types named tuples in Python, microseconds a call); False when the book needs room."""
-    one = np.empty(1, dtype=np.int64)
-    one[0] = s
-    return assign_many(one, _Keywords(rec, kw_id), kinds, Book(*book), Cost(*cost), tok, pair_of, srt) == 1
-
-
-@njit(cache=True)
-def unassign(s, tok, pair_of, p_b0, p_start, p_count, d_tok, d_cnt):
-    """Slot ``s`` leaves its pair: one member fewer in its block (b0 keeps no count)."""
-    p = pair_of[s]
-    if p >= 0 and tok[s] != p_b0[p]:
-        for j in range(p_start[p], p_start[p] + p_count[p]):
-            if d_tok[j] == tok[s]:
-                d_cnt[j] -= 1
-                break
-    pair_of[s] = -1
-    tok[s] = -1
-
-
 @njit(cache=True)
 def _grown_to(a, n):
     out = np.empty(n, dtype=a.dtype)
@@ -281,7 +253,7 @@ class AOIQIndex(CompiledGrid):
         self.objects = 0  # objects seen (the frequencies' denominator)
         self._cost_key: tuple = ()
         self._cost_now: Cost | None = None
-        self._srt = np.empty(16, dtype=np.int64)  # insert's scratch: sorted keywords
+        self._cost_ok = np.zeros(1, dtype=np.bool_)  # the ``One`` bundle's cost is current
 
     # -- the directory the kernel reads ---------------------------------------------
     @property
@@ -306,6 +278,7 @@ class AOIQIndex(CompiledGrid):
         super().fit(s)
         if len(self.pair_of) < len(self._slots):
             self.pair_of = grown(self.pair_of, len(self._slots), -1)
+            self._one = None
 
     def _assign(self, slots: np.ndarray) -> None:
         """Choose the posting tokens of the slots' ``all`` subscriptions with two or more
@@ -327,6 +300,7 @@ class AOIQIndex(CompiledGrid):
                                 self.pair_of, srt)
             if done < len(slots):
                 self.book = with_room(self.book)
+                self._one = None
 
     # -- CompiledGrid hooks ---------------------------------------------------------
     def __getstate__(self) -> dict:
@@ -336,8 +310,7 @@ class AOIQIndex(CompiledGrid):
 
     def __setstate__(self, state: dict) -> None:
         super().__setstate__(state)
-        if "_srt" not in self.__dict__:  # a snapshot from before insert kept scratch
-            self._srt = np.empty(16, dtype=np.int64)
+        self._cost_ok = np.zeros(1, dtype=np.bool_)
 
     def _cost(self) -> Cost:
         """Equation 2's inputs as of the last ``refresh`` that saw new objects: the estimates
@@ -349,37 +322,34 @@ class AOIQIndex(CompiledGrid):
             self._cost_key = key
             self._cost_now = Cost(freq, np.array([float(self.objects), float(v), self.theta_u]),
                                   log_survival(freq, float(self.objects), float(v)))
+            self._one = None
         return self._cost_now
 
-    def insert(self, s: int) -> None:
-        """``_assign`` of one slot, then the grid's insert: the pair test in Python, Algorithm 1
-        in one compiled call taking plain tuples (``assign_one``; a run of one subscription)."""
-        if s >= len(self.pair_of):
-            self.fit(s)
-        c = self.subs.cols
-        if c.match_all[s] and c.kw_len[s] > 1 and (self.kinds >> int(c.kind[s])) & 1:
-            cost = self._cost()
-            if len(self._srt) < self.subs.max_kw:
-                self._srt = np.empty(2 * self.subs.max_kw, dtype=np.int64)
-            while not assign_one(s, c._rec, self.subs.kw.id, self.kinds, tuple(self.book), tuple(cost), self.tok,
-                                 self.pair_of, self._srt):
-                self.book = with_room(self.book)
-        else:  # no pair: skip the cost model and the kernel's dispatch
-            self.tok[s] = self.pair_of[s] = -1
-        super().insert(s)
+    # A lone subscription: the grid's insert (``placing.place_slot``) assigns its pair first
+    # (Algorithm 1, ``pairs.assign_many``) in the same compiled call; its delete leaves the
+    # pair's block (``placing.unplace_slot``).
+    def _pairs(self) -> tuple:
+        ok = self._cost_ok
+        ok[0] = self._cost_now is not None and self._cost_key == (self.objects,)  # else the kernel asks
+        return True, self.kinds, self.book, self._cost_now or _NO_COST, self.pair_of, ok
+
+    def _need_pairs(self, need: int) -> None:
+        if need == NEED_COST:
+            self._cost()
+        elif need == NEED_BOOK:
+            self.book = with_room(self.book)
+        else:
+            super()._need_pairs(need)
 
     def insert_many(self, slots: np.ndarray) -> None:
         self._assign(slots)
         super().insert_many(slots)
 
-    def delete(self, s: int) -> None:
-        super().delete(s)
-        b = self.book
-        unassign(s, self.tok, self.pair_of, b.p_b0, b.p_start, b.p_count, b.d_tok, b.d_cnt)
-
     def refresh(self, objects: int) -> int:
         """Pair postings never move (fixed keyword order); the frequency count is kept, and
         `all` subscriptions of kinds not under pairs are reviewed as the grid's (GI²)."""
+        if objects != self.objects:
+            self._cost_ok[0] = False  # Equation 2's inputs move with the objects (``_cost``)
         self.objects = objects
         return super().refresh(objects) if self.kinds != _ALL_KINDS else 0
 

@@ -43,7 +43,9 @@ from ..core.layouts import Directory, Grid, cached, uncached
 from .base import SubscriptionIndex
 from .cells import box_at, decode_key, level_key
 from .nodecost import count_objects, new_counts
-from .placing import entries_of, place_one, post_many, post_slot, region_of, regions, unplace
+from .pairs import Cost, new_book
+from .placing import (DONE, NEED_BOOK, NEED_COST, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, place_slot,
+                      post_many, post_slot, region_of, regions, unplace_slot)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import _has_entry, live_of, scan
 
@@ -62,6 +64,11 @@ SLOT_FIELDS = (
 )
 
 BULK = 4096  # entries from which place_many groups them by key rather than appending one by one
+
+# What a grid without keyword pairs puts in its ``One`` bundle for aoiq's fields (never read).
+_NO_BOOK = new_book()
+_NO_COST = Cost(np.zeros(1, dtype=np.int64), np.ones(3), np.zeros(2))
+_NO_PAIR_OF = np.zeros(1, dtype=np.int64)
 
 _NO_DIRECTORY = Directory(np.full(1, P.EMPTY, dtype=np.int64), np.full(1, -1, dtype=np.int32),
                           *(np.zeros(0, dtype=np.int64) for _ in range(6)))
@@ -121,6 +128,7 @@ class CompiledGrid(SubscriptionIndex):
         its stale entries and spare capacity (snapshots about 3x smaller)."""
         state = uncached(self.__dict__.copy())
         state["store"] = None
+        state["_one"] = state["_one_src"] = None  # a compiled bundle: built again on demand
         for name, _, _ in SLOT_FIELDS:  # views of _slots
             del state[name]
         return state
@@ -147,10 +155,57 @@ class CompiledGrid(SubscriptionIndex):
     def _bind(self) -> None:
         for name, _, _ in SLOT_FIELDS:  # plain attributes: the kernels take them as arrays
             setattr(self, name, self._slots[name])
-        # what ``place_one`` takes besides arrays (set here: snapshots restore through _bind too)
-        self._consts = (self.lmax, self.max_cells, self.theta_n, self.warm_n, self.prefix)
         if "_toks" not in self.__dict__:
             self._toks = np.empty(16, dtype=np.int64)
+        if "_srt" not in self.__dict__:
+            self._srt = np.empty(16, dtype=np.int64)
+        self._one = self._one_src = None  # arrays it held were replaced (snapshots restore through _bind too)
+
+    # -- one slot at a time: ``placing.place_slot``/``unplace_slot`` take one bundle ------------
+    def _pairs(self) -> tuple:
+        """aoiq's part of the bundle: (posts under pairs, kinds, book, cost, pair_of, cost_ok)."""
+        return False, 0, _NO_BOOK, _NO_COST, _NO_PAIR_OF, np.zeros(1, dtype=np.bool_)
+
+    def _bundle(self) -> One:
+        """The ``One`` bundle of the arrays as they are now (``_one``), and what ``_current``
+        compares to tell when an array it holds was replaced by growth elsewhere (the
+        subscription table, the vocabulary, the posting store)."""
+        subs, st = self.subs, self.store
+        pairs, kinds, book, cost, pair_of, cost_ok = self._pairs()
+        consts = np.array([self.lmax, self.max_cells, self.theta_n, self.warm_n, self.prefix], dtype=np.float64)
+        self._one = One(subs.cols._rec, subs.kw.id, subs.kw.ws, self._slots, self.tok, self.geo, self.counts,
+                        self.vocab.freq, self.rb, st.arrays, self._ext, self._toks, consts, pairs, kinds, book, cost,
+                        pair_of, self._srt, cost_ok, np.empty(1, dtype=np.int64))
+        self._one_src = (subs.cols._rec, subs.kw.id, self.vocab.freq, st.h_keys, st.p_head, st.blk_next)
+        return self._one
+
+    def _current(self) -> One:
+        """``_one``, built again if some array it holds was replaced (six identity tests:
+        the growth outside this class; this class and aoiq drop ``_one`` on their own)."""
+        one, src = self._one, self._one_src
+        if one is None:
+            return self._bundle()
+        subs, st = self.subs, self.store
+        if (src[0] is not subs.cols._rec or src[1] is not subs.kw.id or src[2] is not self.vocab.freq
+                or src[3] is not st.h_keys or src[4] is not st.p_head or src[5] is not st.blk_next):
+            return self._bundle()
+        return one
+
+    def _need(self, need: int) -> None:
+        """Provide what ``place_slot`` asked for (``placing.NEED_*``)."""
+        if need == NEED_FIT:
+            self.fit(self.subs.cols.capacity - 1)
+        elif need == NEED_TOKS:
+            self._toks = np.empty(2 * self.subs.max_kw, dtype=np.int64)
+            self._srt = np.empty(2 * self.subs.max_kw, dtype=np.int64)
+        elif need == NEED_RB:  # class_bounds' growth, for a top-k slot about to be counted
+            self.rb = grown(self.rb, self.subs.kw.capacity * NC, 0.0)
+        else:
+            self._need_pairs(need)
+        self._one = None
+
+    def _need_pairs(self, need: int) -> None:
+        raise AssertionError(f"place_slot asked for {need} without pairs")
 
     def _region(self, s: int) -> tuple[int, np.ndarray]:
         """(best level or -1, its cell box) of the slot's current region."""
@@ -177,6 +232,7 @@ class CompiledGrid(SubscriptionIndex):
         """``rb`` with room for every keyword pool offset (the kernel reads it)."""
         if self.n_topk and len(self.rb) < self.subs.kw.capacity * NC:
             self.rb = grown(self.rb, self.subs.kw.capacity * NC, 0.0)
+            self._one = None
         return self.rb
 
     def _same(self, s: int) -> bool:
@@ -206,24 +262,23 @@ class CompiledGrid(SubscriptionIndex):
         b = self.box[s]
         return int((b[2] - b[0] + 1) * (b[3] - b[1] + 1))
 
-    def place(self, s: int) -> None:
-        """Post slot ``s`` afresh under a new epoch: O(cells x keywords), one compiled call
-        (``place_one``) unless the store must grow first."""
-        if s >= len(self._slots):
-            self.fit(s)
-        subs = self.subs
-        if len(self._toks) < subs.max_kw:
-            self._toks = np.empty(2 * subs.max_kw, dtype=np.int64)
-        old, n, posted, entries = place_one(s, subs.cols._rec, subs.kw.id, subs.kw.ws, self._slots, self.geo,
-                                            self.counts, self.vocab.freq, self.class_bounds(), self._consts,
-                                            self.store.plain, self._ext, self._toks)
+    def place(self, s: int, assign: bool = False) -> bool:
+        """Post slot ``s`` afresh under a new epoch (``assign``: a new subscription, given its
+        pair first under aoiq): O(cells x keywords), one compiled call (``place_slot``) unless
+        an array must grow first. Returns whether ``s`` is a prefix-filtered top-k slot."""
+        while True:
+            need, old, n, posted, entries, topk = place_slot(s, self._current(), assign)
+            if need == DONE:
+                break
+            self._need(need)
         self.live_entries += n - old
         if not posted:  # what place's reserve did, then the posting
             self.store.grow_for(n)
-            post_many(np.array([s], dtype=np.int64), subs.layout, self.layout, self._toks)
+            post_many(np.array([s], dtype=np.int64), self.subs.layout, self.layout, self._toks)
             self.maybe_compact()
         elif entries > 2 * self.live_entries + 65536:  # maybe_compact's rule, the count at hand
             _compact_all(self.layout, self.subs.cols.active)
+        return topk
 
     def place_many(self, slots: np.ndarray) -> None:
         """``place`` of each slot in turn, in two compiled passes (regions, then postings);
@@ -302,16 +357,18 @@ class CompiledGrid(SubscriptionIndex):
 
     # -- the SubscriptionIndex protocol --------------------------------------------
     def insert(self, s: int) -> None:
-        self.n_topk += self._prefixed(s)
-        self.place(s)
+        if self.place(s, True):
+            self.n_topk += 1
 
     def delete(self, s: int) -> None:
-        """O(1): the slot's entries die with its epoch (``unplace``)."""
+        """O(1): the slot's entries die with its epoch (``placing.unplace_slot``)."""
         if self.prefix:
             self.n_topk -= self._prefixed(s)
-        if s >= len(self._slots):
+        n = unplace_slot(s, self._current())
+        if n < 0:
             self.fit(s)
-        self.live_entries -= unplace(self._slots, s)
+            n = unplace_slot(s, self._current())
+        self.live_entries -= n
 
     def update(self, s: int) -> None:
         """The region changed: tighten in place, or re-post when it grew, left the global

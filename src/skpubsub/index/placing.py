@@ -4,8 +4,9 @@ entries written into the posting store.
 
 Two shapes of the same rule: for many slots at once (``regions`` then ``post_many`` or
 ``entries_of``: bulk registration and re-posting), and for one slot in one compiled call
-(``place_one``, ``unplace``, ``region_of``: a subscription registered on its own, where a
-call per step cost microseconds of Python each).
+(``place_slot``, ``unplace_slot``, ``region_of``: a subscription registered or ended on its
+own, where a call per step cost microseconds of Python each; the first two take one
+bundle, ``One``).
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.core import types
+from numba.experimental import structref
 
 from ..core import postings as P
 from ..core.layouts import Postings
 from ..store.subscriptions import K_TOPK
 from .cells import extent, level_key
 from .nodecost import slot_level
-from .prefix import post_tokens, prefix_bounds
+from .pairs import assign_many
+from .prefix import NC, post_tokens, prefix_bounds
 
 
 @njit(cache=True)
@@ -193,7 +197,7 @@ def unplace(slots, s):
 
 
 class _Tokens(NamedTuple):
-    """What ``_tokens`` reads of a ``Grid`` layout (``place_one``)."""
+    """What ``_tokens`` reads of a ``Grid`` layout (``place_slot``)."""
 
     slots: np.ndarray
     prefix: bool
@@ -201,27 +205,76 @@ class _Tokens(NamedTuple):
     freq: np.ndarray
 
 
+# -- one slot at a time: the arrays bundled once, in a structref -----------------------------
+# A compiled call unboxes each array it is given (~0.07 us each: the former ``place_one`` and
+# aoiq's ``assign_one`` took 30 between them, 4.8 us a subscription, a third of registering one).
+# A structref holds them natively: it is unboxed as one pointer however many arrays it
+# holds, so the owner builds it once and again only when an array it holds is replaced
+# (growth). A plain tuple would not do: Numba unboxes a tuple's arrays one by one.
+@structref.register
+class OneType(types.StructRef):
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class One(structref.StructRefProxy):
+    """What registering or ending one slot reads and writes (``CompiledGrid._bundle``): the
+    subscription table's records and keyword pool; the grid's slot records (``tok``: their
+    token field), geometry, cost model counts, keyword frequencies, prefix bounds and posting
+    store; scratch (``ext``, ``toks``, ``srt``, ``one``); ``consts`` = (lmax, max_cells,
+    theta_n, warm_n, prefix) as floats; aoiq's pairs (``pairs``: the index posts `all`
+    subscriptions under pairs of ``kinds``; ``book``, ``cost``, ``pair_of``; ``cost_ok[0]``:
+    ``cost`` is current, else the call asks for it)."""
+
+
+ONE_FIELDS = ("rec", "kw_id", "kw_ws", "slots", "tok", "geo", "counts", "freq", "rb", "store", "ext", "toks", "consts",
+              "pairs", "kinds", "book", "cost", "pair_of", "srt", "cost_ok", "one")
+structref.define_proxy(One, OneType, list(ONE_FIELDS))
+
+# What ``place_slot`` asks for before it writes anything (its first result), else DONE.
+DONE, NEED_FIT, NEED_TOKS, NEED_RB, NEED_COST, NEED_BOOK = range(6)
+
+
 @njit(cache=True)
-def place_one(s, rec, kw_id, kw_ws, slots, geo, counts, freq, rb, consts, st, ext, toks):
-    """``place`` of one slot in one call, given only the arrays it reads (a run of one
-    subscription: a call per layer cost microseconds of Python each); ``consts``: lmax,
-    max_cells, theta_n, warm_n, prefix; ``st``: the posting store as a plain tuple. Writes the
-    slot's prefix bounds (top-k), level, box, epoch, tokens and ``kw0`` as ``place`` does, then
-    posts its entries if the store has room (``postings.room``). Returns (entries its old
-    posting had, entries of the new one, posted, entries in the store): when not posted, the
-    caller grows the store and posts them (``post_many`` of the slot)."""
-    lmax, max_cells, prefix = consts[0], consts[1], consts[4]
-    sl = slots[s]
+def place_slot(s, one, assign):
+    """``place`` of slot ``s`` in one call (``assign``: aoiq's Algorithm 1 first, as a new
+    subscription's ``insert``): the slot's pair and token (``pairs.assign_many``), its prefix
+    bounds (top-k), level, box, epoch, tokens and ``kw0`` as ``regions`` writes them, then its
+    entries if the store has room (``postings.room``). Returns (need, entries its old posting
+    had, entries of the new one, posted, entries in the store): ``need`` is DONE, or what the
+    caller must provide before calling again (nothing written then); when not posted, the
+    caller grows the store and posts the slot (``post_many``); last, whether the slot is a
+    prefix-filtered top-k one."""
+    slots, rec, kw_id = one.slots, one.rec, one.kw_id
+    if s >= len(slots):
+        return NEED_FIT, 0, 0, False, 0, False
     r = rec[s]
+    if len(one.toks) < r.kw_len or len(one.srt) < r.kw_len:
+        return NEED_TOKS, 0, 0, False, 0, False
+    consts = one.consts
+    lmax, max_cells, prefix = np.int64(consts[0]), np.int64(consts[1]), consts[4] != 0
+    topk = prefix and r.kind == K_TOPK
+    if topk and len(one.rb) < len(kw_id) * NC:
+        return NEED_RB, 0, 0, False, 0, False
+    if assign and one.pairs:
+        if r.match_all and r.kw_len > 1 and (one.kinds >> r.kind) & 1 and not one.cost_ok[0]:
+            return NEED_COST, 0, 0, False, 0, False
+        one.one[0] = s
+        if assign_many(one.one, _Keywords(rec, kw_id), one.kinds, one.book, one.cost, one.tok, one.pair_of,
+                       one.srt) == 0:
+            return NEED_BOOK, 0, 0, False, 0, False
+    sl = slots[s]
     old = 0
     if sl.nkw:
         old = sl.nkw * (1 if sl.level < 0 else (sl.box[2] - sl.box[0] + 1) * (sl.box[3] - sl.box[1] + 1))
-    if prefix and r.kind == K_TOPK:  # the prefix order follows the frequencies as they are now
-        prefix_bounds(r.kw_off, r.kw_len, kw_id, kw_ws, freq, rb)
+    freq = one.freq
+    if topk:  # the prefix order follows the frequencies as they are now
+        prefix_bounds(r.kw_off, r.kw_len, kw_id, one.kw_ws, freq, one.rb)
         sl.pkth = r.kth
     box = sl.box
-    if extent(r, geo[4], ext):
-        levels = _Levels(slots, geo, lmax, max_cells, counts, consts[2], consts[3], freq)
+    ext = one.ext
+    if extent(r, one.geo[4], ext):
+        levels = _Levels(slots, one.geo, lmax, max_cells, one.counts, consts[2], np.int64(consts[3]), freq)
         level = slot_level(s, _Keywords(rec, kw_id), levels, ext, box)
     else:
         level = -1
@@ -229,14 +282,34 @@ def place_one(s, rec, kw_id, kw_ws, slots, geo, counts, freq, rb, consts, st, ex
     sl.epoch = (sl.epoch + 1) & 0xFFFFFFFF
     sl.level = level
     sl.pending = False
-    n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, rb, freq), toks)
+    toks = one.toks
+    n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq), toks)
     sl.nkw = n
     sl.kw0 = toks[0] if r.match_all and n == 1 and sl.tok < 0 else -1  # place's rule (refresh reads it)
     cells = 1 if level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
-    store = Postings(*st)
-    if not P.room(store, n * cells):
-        return old, n * cells, False, store.meta[P.M_ENTRIES]
+    st = one.store
+    if not P.room(st, n * cells):
+        return DONE, old, n * cells, False, st.meta[P.M_ENTRIES], topk
     post_slot(st, s, sl.epoch, np.int64(level), box, toks[:n], lmax)
-    return old, n * cells, True, store.meta[P.M_ENTRIES]
+    return DONE, old, n * cells, True, st.meta[P.M_ENTRIES], topk
 
 
+@njit(cache=True)
+def unplace_slot(s, one):
+    """``delete`` of slot ``s`` in one call: ``unplace``, then (aoiq) one member fewer in its
+    pair's block (as aoiq's former ``unassign``). Returns the live entries it had, or -1 when the per-slot
+    records must grow first."""
+    if s >= len(one.slots) or (one.pairs and s >= len(one.pair_of)):
+        return -1
+    n = unplace(one.slots, s)
+    if one.pairs:
+        b = one.book
+        p, tok = one.pair_of[s], one.tok
+        if p >= 0 and tok[s] != b.p_b0[p]:
+            for j in range(b.p_start[p], b.p_start[p] + b.p_count[p]):
+                if b.d_tok[j] == tok[s]:
+                    b.d_cnt[j] -= 1
+                    break
+        one.pair_of[s] = -1
+        tok[s] = -1
+    return n

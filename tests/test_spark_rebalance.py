@@ -170,3 +170,106 @@ def test_global_repartitioning_on_the_sequencer_is_exact(skewed: str) -> None:
         assert ip.run() == _reference(s), (s.seed, s.window)
         kinds |= {r.get("global") for r in ip.seqr.rebalancer.log}
     assert {"replanned", "drained"} <= kinds
+
+
+# -- on Spark ------------------------------------------------------------------------------
+def _patch_workload(path: Path, seed: int = 1, n_init: int = 200, n_subs: int = 40, n_objs: int = 480) -> Path:
+    """O_init spread over the world, then subscriptions and most objects in one 60 x 40
+    degree patch: the ``location`` planner puts every subscription on one worker."""
+    rng = random.Random(seed)
+    kws = ["a", "b", "c", "d", "e", "f"]
+    out, t = [], 0
+
+    def obj(i: int, x: float, y: float) -> dict:
+        return {"op": "pub", "id": f"o{i}", "t": t, "x": x, "y": y, "keywords": rng.sample(kws, rng.randint(1, 3))}
+
+    out += [obj(i, rng.uniform(-180, 180), rng.uniform(-90, 90)) for i in range(n_init)]
+    j = n_init
+    for s in range(n_subs):
+        t += 1
+        kind = rng.choice(["knn", "knn", "topk", "range"])
+        rec = {"op": "sub", "id": f"s{s}", "t": t, "kind": kind, "keywords": rng.sample(kws, rng.randint(1, 2)),
+               "match": rng.choice(["any", "all"])}
+        cx, cy = rng.uniform(0, 60), rng.uniform(0, 40)
+        if kind == "range":
+            rec["rect"] = [cx - 3, cy - 3, cx + 3, cy + 3]
+        else:
+            rec["x"], rec["y"], rec["k"] = cx, cy, 3
+        out.append(rec)
+        for _ in range(n_objs // n_subs):
+            t += 1
+            inside = rng.random() < 0.8
+            out.append(obj(j, rng.uniform(0, 60) if inside else rng.uniform(-180, 180),
+                           rng.uniform(0, 40) if inside else rng.uniform(-90, 90)))
+            j += 1
+    path.write_text("".join(json.dumps(r) + "\n" for r in out))
+    return path
+
+
+def _files(out: Path) -> dict[str, str]:
+    return {f: (out / f).read_text() for f in ("results.jsonl", "notifications.jsonl", "rejected.jsonl")}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from skpubsub.spark.session import spark_session
+
+    return spark_session("local[2]", workers=2)
+
+
+def _forget_after(out: Path, batch: int) -> None:
+    """As if the run had been killed once ``batch`` was committed: every later batch's
+    offsets, commit, outputs, loads, exports and rebalancing records are gone."""
+    ckpt = out / "_checkpoint"
+    (run,) = (out / "batches").iterdir()
+    info = json.loads((run / f"batch-{batch:010d}.json").read_text())
+    line = max(x["end_line"] for x in info["source"])
+    for log in ("offsets", "commits"):
+        for p in (ckpt / "query" / log).iterdir():
+            if p.name.isdigit() and int(p.name) > batch:
+                p.unlink()
+    for p in run.iterdir():
+        kind, _, rest = p.name.partition("-")
+        n = int(rest.split("-")[0].split(".")[0]) if rest[:1].isdigit() else -1
+        if (kind in ("batch", "notes", "results", "rejected") and n > batch) or \
+                (kind in ("loads", "export") and n > line):
+            p.unlink()
+    for p in (ckpt / "sequencer" / "rebalance").iterdir():
+        if int(p.stem) >= line:
+            p.unlink()
+    for f in ("results.jsonl", "notifications.jsonl", "rejected.jsonl", "metrics.json"):
+        (out / f).unlink()
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spark")
+def test_rebalancing_on_spark_is_exact_and_survives_a_restart_mid_migration(spark, tmp_path: Path) -> None:
+    """A real Spark run with rebalancing (window none: exports between batches) on a workload
+    the planner puts on one worker: migrations happen (metrics), the files equal the
+    reference engine's; then the run is cut back to the batch that exported the first
+    migration's results (its adoption not yet run) and resumed: the restarted sequencer
+    re-feeds along its records, adopts from the export, decides again from new loads, and
+    the files are still the reference's."""
+    from skpubsub.spark.pipeline import run_spark
+
+    events = _patch_workload(tmp_path / "events.jsonl")
+    ref = tmp_path / "reference"
+    from skpubsub.runtime.runner import run
+
+    run(events, ref, window="none", index="reference")
+    want = _files(ref)
+    out = tmp_path / "spark"
+    kw = dict(window="none", workers=2, partitioner="location", init_objects=200, lines_per_batch=90, spark=spark,
+              rebalance={"sigma": 1.2, "period": 1})
+    m = run_spark(events, out, **kw)
+    assert _files(out) == want
+    assert m["migrated_subscriptions"] > 0 and m["adjustments"], m.get("adjustments")
+    (run_dir,) = (out / "batches").iterdir()
+    infos = [json.loads(p.read_text()) for p in sorted(run_dir.glob("batch-*.json"))]
+    first = next(b["batch"] for b in infos if any(x.get("migrated") for x in b["source"]))
+    assert list(run_dir.glob("export-*.json"))  # the moved results went as files
+    assert first < infos[-1]["batch"]
+    _forget_after(out, first)
+    m2 = run_spark(events, out, **kw)
+    assert _files(out) == want
+    assert m2["migrated_subscriptions"] > 0

@@ -172,6 +172,33 @@ def test_global_repartitioning_on_the_sequencer_is_exact(skewed: str) -> None:
     assert {"replanned", "drained"} <= kinds
 
 
+def test_the_cli_hands_rebalance_to_the_spark_engine(tmp_path: Path, monkeypatch) -> None:
+    """``run --engine spark --rebalance`` was silently ignored (nothing reached run_spark)."""
+    import skpubsub.spark.pipeline as pipeline
+    from skpubsub.cli import main
+
+    got: dict = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(*args, **kw):
+        got.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(pipeline, "run_spark", fake)
+    events = tmp_path / "e.jsonl"
+    events.write_text('{"op": "pub", "id": "o", "t": 0, "x": 0, "y": 0, "keywords": ["a"]}\n')
+    with pytest.raises(Stop):
+        main(["run", str(events), "--out", str(tmp_path / "o"), "--engine", "spark", "--workers", "2",
+              "--rebalance", "--sigma", "1.3", "--rebalance-period", "2", "--migration", "dp", "--global-period", "5"])
+    assert got["rebalance"] == {"sigma": 1.3, "period": 2, "algorithm": "dp", "global_period": 5}
+    got.clear()
+    with pytest.raises(Stop):
+        main(["run", str(events), "--out", str(tmp_path / "o"), "--engine", "spark", "--workers", "2"])
+    assert got["rebalance"] is None
+
+
 # -- on Spark ------------------------------------------------------------------------------
 def _patch_workload(path: Path, seed: int = 1, n_init: int = 200, n_subs: int = 40, n_objs: int = 480) -> Path:
     """O_init spread over the world, then subscriptions and most objects in one 60 x 40
@@ -273,3 +300,21 @@ def test_rebalancing_on_spark_is_exact_and_survives_a_restart_mid_migration(spar
     m2 = run_spark(events, out, **kw)
     assert _files(out) == want
     assert m2["migrated_subscriptions"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("spark")
+def test_a_checkpoint_made_with_other_workers_says_so(spark, tmp_path: Path) -> None:
+    """M is not changeable on restart yet: the refusal says what to do, in one line."""
+    from skpubsub.core.config import Space
+    from skpubsub.spark.pipeline import _prepare
+
+    events = _patch_workload(tmp_path / "e.jsonl", n_init=5, n_subs=2, n_objs=4)
+
+    def cfg(m: int) -> dict:
+        return {"window": "none", "space": str(Space()), "workers": m, "partitioner": "hash", "init_objects": 5}
+
+    _prepare(spark, events, tmp_path / "ck", cfg(2), "dkm", {}, Window.parse("none"), Space())
+    with pytest.raises(ValueError, match=r"made with --workers 2: resume it with --workers 2 .*remove it") as e:
+        _prepare(spark, events, tmp_path / "ck", cfg(3), "dkm", {}, Window.parse("none"), Space())
+    assert "\n" not in str(e.value)

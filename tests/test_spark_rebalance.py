@@ -174,8 +174,8 @@ def test_global_repartitioning_on_the_sequencer_is_exact(skewed: str) -> None:
 
 def test_the_cli_hands_rebalance_to_the_spark_engine(tmp_path: Path, monkeypatch) -> None:
     """``run --engine spark --rebalance`` was silently ignored (nothing reached run_spark)."""
-    import skpubsub.spark.pipeline as pipeline
     from skpubsub.cli import main
+    from skpubsub.spark import pipeline
 
     got: dict = {}
 
@@ -286,8 +286,8 @@ def test_rebalancing_on_spark_is_exact_and_survives_a_restart_mid_migration(spar
     run(events, ref, window="none", index="reference")
     want = _files(ref)
     out = tmp_path / "spark"
-    kw = dict(window="none", workers=2, partitioner="location", init_objects=200, lines_per_batch=90, spark=spark,
-              rebalance={"sigma": 1.2, "period": 1})
+    kw = {"window": "none", "workers": 2, "partitioner": "location", "init_objects": 200, "lines_per_batch": 90,
+          "spark": spark, "rebalance": {"sigma": 1.2, "period": 1}}
     m = run_spark(events, out, **kw)
     assert _files(out) == want
     assert m["migrated_subscriptions"] > 0 and m["adjustments"], m.get("adjustments")

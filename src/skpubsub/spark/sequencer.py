@@ -31,7 +31,8 @@ rows of their own, before and after the batch's event rows.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..core.config import Space, Window
 from ..engine.messages import Adopt, Drop, Export, Tick

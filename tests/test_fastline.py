@@ -3,6 +3,7 @@ the same events, and the Gate gives the same events and rejections with it as wi
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import msgspec
@@ -131,3 +132,174 @@ def test_the_gate_gives_the_same_events_and_rejections_with_and_without_the_fast
     monkeypatch.setattr(fastline, "decode", refuse)
     slow = [_admitted(ls, s.window, s.space_or_default) for s, ls in zip(runs, lines)]
     assert fast == slow
+
+
+# The block path (Gate.admit_block): a block of lines, decoded at once and judged by columns
+# when it is all one op and kind, gives the events and rejections admit_line gives line by
+# line, and leaves the Gate in the same state. Blocks of one kind with a few bad or unusual
+# lines mixed in are what reach its column tests; the blocks are cut at random.
+WORDS = ["a", "b", "de", "mx", "x y", "1", "é", "Ab", "ß", "ﬁ", " a", ""]  # normal, then not
+
+
+def _record(kind: str, ident, t, words, edit: str) -> dict:
+    rec: dict = {"op": "sub", "id": ident, "t": t, "keywords": list(words)}
+    if kind == "range":
+        rec.update(kind="range", rect=[0.0, 0.0, 1.5, 2.0])
+    elif kind == "knn":
+        rec.update(kind="knn", x=0.5, y=-0.5, k=3)
+    elif kind == "pub":
+        rec.update(op="pub", x=0.5, y=-0.5)
+    else:
+        rec = {"op": "unsub", "id": ident, "t": t}
+    if edit == "drop":
+        for field in ("rect", "x", "k", "keywords", "kind"):
+            rec.pop(field, None)
+            break
+    elif edit == "text":
+        rec["text"] = " ".join(rec.pop("keywords", []))
+    elif edit == "inverted":
+        rec["rect"] = [1.0, 0.0, 0.0, 1.0]
+    elif edit == "inverted_y":
+        rec["rect"] = [0.0, 1.0, 1.0, 0.0]
+    elif edit in ("far", "far_x"):
+        rec["x"] = 500.0 if edit == "far" else -180.5
+    elif edit in ("far_y", "far_y2"):
+        rec["y"] = 90.5 if edit == "far_y" else -95.0
+    elif edit == "edge":  # on the closed border of the space: inside
+        rec.update(x=180, y=-90)
+    elif edit in ("no_y", "no_k"):
+        rec.pop(edit[-1], None)
+    elif edit == "kw_dup":
+        rec["keywords"] = ["a", "a"]
+    elif edit == "kw_odd":
+        rec["keywords"] = ["Ab"]
+    elif edit in ("all", "any", "some"):
+        rec["match"] = edit
+    elif edit == "expires":
+        rec["expires"] = t + 2
+    elif edit == "huge":
+        rec["t"] = 10**400
+    elif edit == "k0":
+        rec["k"] = 0
+    elif edit == "int_id":
+        rec["id"] = 7
+    elif edit == "float_t":
+        rec["t"] = float(t)
+    return rec
+
+
+EDITS = ["", "", "", "", "drop", "text", "inverted", "inverted_y", "far", "far_x", "far_y", "far_y2", "edge",
+         "no_y", "no_k", "kw_dup", "kw_odd", "all", "any", "some", "expires", "huge", "k0", "int_id", "float_t", "junk", "long"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(["none", "time:3"]),
+       st.lists(st.tuples(st.sampled_from(["range", "range", "knn", "pub", "pub", "unsub"]),
+                          st.integers(1, 40),  # how many lines of that kind
+                          st.lists(st.tuples(st.integers(0, 39), st.sampled_from(EDITS)), max_size=3),
+                          st.lists(st.sampled_from(WORDS[:7]), min_size=1, max_size=3, unique=True)
+                          | st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+                          st.sampled_from([0, 0, 1, -1, 3]),  # the time step into the run
+                          st.sampled_from([0.0, 0.0, 0.03, 0.2])),  # how often a line is odd
+                min_size=1, max_size=6),
+       st.lists(st.integers(1, 60), min_size=1, max_size=8), st.randoms(use_true_random=False))
+def test_a_block_gives_what_line_by_line_gives(window, runs, cuts, rnd):
+    lines: list = []
+    t, serial = 0, 0
+    for kind, n, edits, words, step, odd in runs:
+        t += step
+        edit_at = dict(edits)
+        for i in range(n):
+            serial += 1
+            # ids: mostly fresh, some reused (duplicates in the block or before it, unsubs of
+            # live and dead ids); words: mostly the run's, some drawn a line
+            ident = f"s{serial}"
+            if kind == "unsub" or rnd.random() < odd:
+                ident = f"s{rnd.choice([serial - 1, serial - 2, rnd.randrange(serial + 1)])}"
+            ws = [rnd.choice(WORDS) for _ in words] if rnd.random() < odd else words
+            edit = edit_at.get(i, "")
+            if edit == "junk":
+                lines.append(rnd.choice([b"", b"  ", b"{", b"[1]", b"\xff", b'{"op":"pub"}{"op":"pub"}']))
+            elif edit == "long":
+                lines.append(None)  # over MAX_LINE, as the reader gives it
+            else:
+                lines.append(json.dumps(_record(kind, ident, t, ws, edit)).encode())
+    _same_by_blocks(window, lines, cuts)
+
+
+def _same_by_blocks(window: str, lines: list, cuts: list[int], joined: int = 1) -> None:
+    one = Gate(window)
+    by_line = [repr(one.admit_line(raw, i)) for i, raw in enumerate(lines, 1)]
+    blocks = Gate(window)
+    by_block: list[str] = []
+    start, cut = 0, itertools.cycle(cuts)
+    while start < len(lines):
+        end = min(len(lines), start + next(cut))
+        block = lines[start:end]
+        if None not in block and (end + joined) % 2:  # as stream_blocks gives a block without CR: one buffer
+            by_block += map(repr, blocks.admit_block(start + 1, b"\n".join(block), len(block)))
+        else:
+            by_block += map(repr, blocks.admit_block(start + 1, block))
+        start = end
+    assert by_block == by_line
+    assert (blocks.last_t, blocks._active, blocks._expires, sorted(blocks._ends), blocks._seq) == \
+        (one.last_t, one._active, one._expires, sorted(one._ends), one._seq)
+
+
+def test_the_block_path_takes_whole_blocks_by_columns():
+    """It is a fast path: blocks of one kind go by columns (else this test cannot tell)."""
+    from skpubsub.io import validate
+    calls = []
+    real = Gate._columns
+
+    def spy(self, first, recs):
+        out = real(self, first, recs)
+        calls.append(out is not None)
+        return out
+
+    gate = Gate("none")
+    Gate._columns = spy
+    try:
+        for kind in ("range", "knn", "pub"):
+            lines = [json.dumps(_record(kind, f"{kind}{i}", i // 3, ["de", "mx"], "")).encode() for i in range(50)]
+            gate = Gate("none")
+            assert all(not isinstance(e, validate.Rejection) for e in gate.admit_block(1, lines))
+    finally:
+        Gate._columns = real
+    assert calls == [True, True, True]
+
+
+def _sub(i, t, **extra) -> bytes:
+    rec = {"op": "sub", "id": f"s{i}", "t": t, "kind": "range", "rect": [0, 0, 1, 1], "keywords": ["a"]}
+    return json.dumps({**rec, **extra}).encode()
+
+
+@pytest.mark.parametrize("lines", [
+    [_sub(i, 1) for i in range(4)] + [_sub(9, 10**400)],  # a time past float range, last in its block
+    [_sub(0, 0, expires=2), _sub(1, 1)] + [_sub(i, 2) for i in range(2, 6)] + [_sub(0, 2)],  # an expiry
+    [_sub(0, 0, expires=2), _sub(1, 1)] + [_sub(i, 3) for i in range(2, 6)],  # ends in the next block
+    # one value over two lines and two on one: as many values as lines, none a line's own
+    [_sub(0, 0), b'{"op":"sub","id":"x","t":0,"kind":"range","rect":[0,0,1,1],"keywords":', b'{"a":1}}',
+     _sub(1, 0) + _sub(2, 0), _sub(3, 0)],
+    [_sub(0, 0), b"", _sub(1, 0) + b" " + _sub(2, 0), b"  " + _sub(3, 0) + b" "],  # blank, and spaces
+])
+def test_block_edges(lines):
+    for cuts in ([1], [2], [5], [100]):
+        for joined in (0, 1):
+            _same_by_blocks("none", lines, cuts, joined)
+
+
+@pytest.mark.parametrize("kind", ["range", "knn", "pub", "unsub"])
+@pytest.mark.parametrize("edit", sorted(set(EDITS) - {"junk", "long"}) + ["dup", "active", "back"])
+def test_one_odd_line_in_a_block_of_one_kind(kind, edit):
+    """Each oddity alone in a block otherwise taken by columns."""
+    lines = [json.dumps(_record("range", "old", 0, ["a"], "")).encode()]
+    for i in range(6):
+        ident, t = f"s{i}", 1
+        if i == 3:
+            ident = {"dup": "s2", "active": "old"}.get(edit, ident)
+            t = 0 if edit == "back" else t
+        lines.append(json.dumps(_record(kind, ident, t, ["a", "de"], edit if i == 3 else "")).encode())
+    for joined in (0, 1):
+        _same_by_blocks("none", lines, [1, 6], joined)
+        _same_by_blocks("time:3", lines, [1, 6], joined)

@@ -11,7 +11,7 @@ slow path accepts, as the same events (tests/test_fastline.py holds it to that).
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Annotated, Literal, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -22,9 +22,10 @@ from .keywords import normalise, normalise_keywords, split_text
 
 
 
-class Line(msgspec.Struct):
+class Line(msgspec.Struct, gc=False):
     """The fields an event may carry, typed; absent ones UNSET (null is not absent: it fails
-    the type and the line goes the slow way, which names it)."""
+    the type and the line goes the slow way, which names it). ``gc=False``: strings,
+    numbers, tuples and a dict of floats, never a cycle; not tracked, not collected."""
 
     op: str
     id: Union[int, str]
@@ -43,6 +44,35 @@ class Line(msgspec.Struct):
 
 
 decode = msgspec.json.Decoder(Line).decode
+
+
+class Strict(msgspec.Struct, gc=False):
+    """:class:`Line` with the constraints msgspec checks in C while it decodes (the op and
+    kind among those SPEC names, ``rect`` four numbers, ``k`` in 1..MAX_K, ``alpha`` in
+    [0, 1], ``match`` all/any): what the Gate's block path (``Gate.admit_block``) decodes a
+    block of lines into. Every line it decodes :class:`Line` decodes to the same values, so
+    :func:`event` reads either; a line it refuses takes the line-by-line path. ``gc=False``:
+    it holds only strings, numbers, tuples and a dict of floats, never a cycle, and a block
+    holds thousands of them."""
+
+    op: Literal["sub", "pub", "unsub"]
+    id: Union[int, str]
+    t: Union[int, float]
+    kind: Union[Literal["range", "knn", "topk"], UnsetType] = UNSET
+    x: Union[float, UnsetType] = UNSET
+    y: Union[float, UnsetType] = UNSET
+    rect: Union[tuple[float, float, float, float], UnsetType] = UNSET
+    k: Union[Annotated[int, msgspec.Meta(ge=1, le=MAX_K)], UnsetType] = UNSET
+    alpha: Union[Annotated[float, msgspec.Meta(ge=0.0, le=1.0)], UnsetType] = UNSET
+    keywords: Union[tuple[str, ...], UnsetType] = UNSET
+    text: Union[str, UnsetType] = UNSET
+    match: Union[Literal["all", "any"], UnsetType] = UNSET
+    weights: Union[dict[str, float], UnsetType] = UNSET
+    expires: Union[int, float, UnsetType] = UNSET
+
+
+_STRICT = msgspec.json.Decoder(Strict)
+decode_strict, decode_strict_lines = _STRICT.decode, _STRICT.decode_lines
 
 
 def _keywords(r: Line) -> tuple[str, ...] | None:

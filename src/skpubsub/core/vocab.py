@@ -110,6 +110,21 @@ class Vocabulary:
         refs[out] += 1
         return out
 
+    def few_ids(self, words: tuple[str, ...]) -> tuple[int, ...]:
+        """``ids`` of a few distinct words as a tuple, new ones learnt one by one as
+        ``acquire`` learns them (``_learn`` costs more for one or two): the ids a compiled
+        caller then counts as held (``woke``)."""
+        get = self._ids.get
+        out = tuple(map(get, words))
+        if None in out:
+            out = tuple([self.id(w) if i is None else i for w, i in zip(words, out)])
+        return out
+
+    def woke(self, n: int) -> None:
+        """``n`` known words nobody held were just taken (their holder counts raised by a
+        compiled caller, ``placing.register_slot``: ``acquire``'s counting)."""
+        self._dormant -= n
+
     def hold(self, ids) -> None:
         """Several holders took ``ids`` (one after another, repeats counted): O(len(ids))."""
         refs = self.refs

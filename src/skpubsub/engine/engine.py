@@ -163,8 +163,11 @@ class Engine:
         if (self._old or self._matches or self.external or (self.window.retains and ev.kind != RANGE)
                 or self.clock.next_due <= ev.t):
             return False
-        s = self.subs.add(ev, self.vocab.acquire(ev.keywords))
-        self.index.insert(s)
+        reg = getattr(self.index, "register", None)  # acquire, add and insert in one compiled call
+        s = reg(ev) if reg is not None else -1
+        if s < 0:
+            s = self.subs.add(ev, self.vocab.acquire(ev.keywords))
+            self.index.insert(s)
         if ev.expires is not None:
             self.clock.subscribe(ev.expires, ev.seq, s)
         if self._unref:

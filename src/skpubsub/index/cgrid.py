@@ -45,7 +45,7 @@ from .cells import box_at, decode_key, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
 from .placing import (DONE, NEED_BOOK, NEED_COST, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, place_slot,
-                      post_many, post_slot, region_of, regions, unplace_slot)
+                      post_many, post_slot, region_of, regions, register_slot, unplace_slot)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import _has_entry, live_of, scan
 
@@ -173,7 +173,7 @@ class CompiledGrid(SubscriptionIndex):
         subs, st = self.subs, self.store
         pairs, kinds, book, cost, pair_of, cost_ok = self._pairs()
         consts = np.array([self.lmax, self.max_cells, self.theta_n, self.warm_n, self.prefix], dtype=np.float64)
-        self._one = One(subs.cols._rec, subs.kw.id, subs.kw.ws, self._slots, self.tok, self.geo, self.counts,
+        self._one = One(subs.cols._rec, subs.kw.id, subs.kw.ws, self.vocab.refs, self._slots, self.tok, self.geo, self.counts,
                         self.vocab.freq, self.rb, st.arrays, self._ext, self._toks, consts, pairs, kinds, book, cost,
                         pair_of, self._srt, cost_ok, np.empty(1, dtype=np.int64))
         self._one_src = (subs.cols._rec, subs.kw.id, self.vocab.freq, st.h_keys, st.p_head, st.blk_next)
@@ -271,6 +271,12 @@ class CompiledGrid(SubscriptionIndex):
             if need == DONE:
                 break
             self._need(need)
+        self._placed(s, old, n, posted, entries)
+        return topk
+
+    def _placed(self, s: int, old: int, n: int, posted: bool, entries: int) -> None:
+        """``place``'s ending: the live entries counted, the slot posted if the store had no
+        room, or the store compacted."""
         self.live_entries += n - old
         if not posted:  # what place's reserve did, then the posting
             self.store.grow_for(n)
@@ -278,7 +284,36 @@ class CompiledGrid(SubscriptionIndex):
             self.maybe_compact()
         elif entries > 2 * self.live_entries + 65536:  # maybe_compact's rule, the count at hand
             _compact_all(self.layout, self.subs.cols.active)
-        return topk
+
+    def register(self, ev) -> int:
+        """``Vocabulary.acquire``, ``SubTable.add`` and ``insert`` of a new subscription (a run
+        of one) with one compiled call (``placing.register_slot``: the keyword ids, counts,
+        weights, pair and postings). Returns its slot, or -1, having done nothing, for more
+        than eight keywords or repeated ones (a compiled variant per count of keywords:
+        the engine then takes the three steps)."""
+        words = ev.keywords
+        n = len(words)
+        if n > 8 or (n > 1 and len(set(words)) != n):
+            return -1
+        vocab, subs = self.vocab, self.subs
+        ids = vocab.few_ids(words)  # new words learnt, as ``acquire`` learns them
+        s, off, ws = subs.claim(ev, n)
+        unit = ws is not None
+        if unit and ev.weights is not None:  # given weights: written here
+            subs.kw.ws[off:off + n] = ws
+            unit = False
+        need, old, m, posted, entries, topk, woke = register_slot(s, self._current(), ids, off, unit)
+        vocab.woke(woke)
+        while need != DONE:
+            self._need(need)
+            need, old, m, posted, entries, topk = place_slot(s, self._current(), True)
+        if posted and entries <= 2 * (self.live_entries + m - old) + 65536:  # ``_placed``'s usual case
+            self.live_entries += m - old
+        else:
+            self._placed(s, old, m, posted, entries)
+        if topk:
+            self.n_topk += 1
+        return s
 
     def place_many(self, slots: np.ndarray) -> None:
         """``place`` of each slot in turn, in two compiled passes (regions, then postings);

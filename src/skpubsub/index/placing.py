@@ -11,6 +11,7 @@ bundle, ``One``).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -219,7 +220,7 @@ class OneType(types.StructRef):
 
 class One(structref.StructRefProxy):
     """What registering or ending one slot reads and writes (``CompiledGrid._bundle``): the
-    subscription table's records and keyword pool; the grid's slot records (``tok``: their
+    subscription table's records and keyword pool; the vocabulary's holder counts; the grid's slot records (``tok``: their
     token field), geometry, cost model counts, keyword frequencies, prefix bounds and posting
     store; scratch (``ext``, ``toks``, ``srt``, ``one``); ``consts`` = (lmax, max_cells,
     theta_n, warm_n, prefix) as floats; aoiq's pairs (``pairs``: the index posts `all`
@@ -227,7 +228,7 @@ class One(structref.StructRefProxy):
     ``cost`` is current, else the call asks for it)."""
 
 
-ONE_FIELDS = ("rec", "kw_id", "kw_ws", "slots", "tok", "geo", "counts", "freq", "rb", "store", "ext", "toks", "consts",
+ONE_FIELDS = ("rec", "kw_id", "kw_ws", "refs", "slots", "tok", "geo", "counts", "freq", "rb", "store", "ext", "toks", "consts",
               "pairs", "kinds", "book", "cost", "pair_of", "srt", "cost_ok", "one")
 structref.define_proxy(One, OneType, list(ONE_FIELDS))
 
@@ -313,3 +314,32 @@ def unplace_slot(s, one):
         one.pair_of[s] = -1
         tok[s] = -1
     return n
+
+
+@njit(cache=True)
+def register_slot(s, one, kw, off, unit):
+    """A new subscription's slot ``s`` in one call, its record already written
+    (``SubTable.claim``): its keyword ids ``kw`` (a tuple) into the pool at ``off`` and
+    their holder counts up (``Vocabulary.acquire``'s counting), with ``unit`` its unit
+    weights (``scoring.unit_weights(None, n)``: each 0.5 / sqrt(n * 0.25), the same floats
+    in the same order), then ``place_slot`` with ``assign``. Returns ``place_slot``'s
+    result and the ids nobody held before (the vocabulary's dormant words woken). The
+    writes are done whatever ``place_slot`` asks for: the caller then calls it alone."""
+    kw_id, refs = one.kw_id, one.refs
+    n = len(kw)
+    woke = 0
+    for j in range(n):
+        i = kw[j]
+        kw_id[off + j] = i
+        if refs[i] == 0:
+            woke += 1
+        refs[i] += 1
+    if unit:
+        acc = 0.0
+        for j in range(n):
+            acc += 0.25
+        w = 0.5 / math.sqrt(acc)
+        for j in range(n):
+            one.kw_ws[off + j] = w
+    need, old, m, posted, entries, topk = place_slot(s, one, True)
+    return need, old, m, posted, entries, topk, woke

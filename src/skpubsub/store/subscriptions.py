@@ -100,21 +100,31 @@ class SubTable(Laid):
         # High-water marks of k, kb and keyword counts (the kernels' scratch is sized by them
         # per run; a max over every slot each run cost more than the run on small runs).
         self.max_k = self.max_kb = self.max_kw = 1
+        self._kb: dict[int, int] = {}  # k -> kb (``claim``)
 
     def add(self, ev: Sub, kw_ids: list[int]) -> int:
-        """One subscription's slot: its record written whole (one tuple: a field at a time
-        cost ~0.1 us each), its few keyword ids and weights item by item (a slice from a list
-        costs more below five). O(keywords)."""
+        """One subscription's slot: ``claim``, then its few keyword ids and weights item by
+        item (a slice from a list costs more below five). O(keywords)."""
+        s, off, ws = self.claim(ev, len(kw_ids))
+        kw = self.kw
+        _put(kw.id, off, kw_ids)
+        if ws is not None:
+            _put(kw.ws, off, ws)
+        return s
+
+    def claim(self, ev: Sub, n: int) -> tuple[int, int, tuple[float, ...] | None]:
+        """``add`` but the keyword segment's values: the slot and its record written whole (one
+        tuple: a field at a time cost ~0.1 us each), a segment of ``n`` keywords allocated.
+        Returns (slot, segment offset, unit weights to write there, or None for a range
+        subscription: it has none). The caller writes the ids and weights (``add``; a lone
+        registration's kernel, ``placing.register_slot``)."""
         c = self.cols
         s = c.add()
         if s >= len(self.ids):
             self.ids = grow_ids(self.ids, s)
         self.ids[s] = ev.id
         self.slot_of[ev.id] = s
-        n = len(kw_ids)
-        kw = self.kw
-        off = kw.alloc(n)
-        _put(kw.id, off, kw_ids)
+        off = self.kw.alloc(n)
         if n > self.max_kw:
             self.max_kw = n
         expires = math.inf if ev.expires is None else ev.expires
@@ -124,18 +134,25 @@ class SubTable(Laid):
             x1, y1, x2, y2 = ev.rect  # type: ignore[misc]
             c._rec[s] = (True, K_RANGE, ev.match_all, True, n, off, 0.0, 0.0, math.inf, 0.0, 0, 0, 0, 0,
                          x1, y1, x2, y2, ev.seq, expires)
-            return s
-        ws = _unit(ev.weights, n)  # cached when no weights are given
-        _put(kw.ws, off, ws)
-        k = ev.k  # buffer_size in plain Python (NumPy on one int cost 10 us a subscription)
-        kb = min(4 * k, max(k, math.ceil(self.kmax * k)))
+            return s, off, None
+        k = ev.k
+        try:
+            kb = self._kb[k]
+        except (KeyError, AttributeError):  # (a snapshot from before ``_kb``)
+            kb = self._kb_of(k)
         if k > self.max_k:
             self.max_k = k
         if kb > self.max_kb:
             self.max_kb = kb
         c._rec[s] = (True, KIND_CODE[kind], ev.match_all, True, n, off, ev.x, ev.y, math.inf, ev.alpha,
                      self.res.alloc(kb), 0, k, kb, 0.0, 0.0, 0.0, 0.0, ev.seq, expires)
-        return s
+        return s, off, _unit(ev.weights, n)  # cached when no weights are given
+
+    def _kb_of(self, k: int) -> int:
+        """``buffer_size(k)`` in plain Python (NumPy on one int cost 10 us a subscription),
+        remembered in ``_kb``."""
+        kb = self.__dict__.setdefault("_kb", {})[k] = min(4 * k, max(k, math.ceil(self.kmax * k)))
+        return kb
 
     def add_many(self, evs: list[Sub], kw_ids: list[int]) -> np.ndarray:
         """``add`` of each event in turn, the columns written for all at once (``kw_ids``: the

@@ -131,7 +131,7 @@ def _grown_stream(seed: int, n: int = 3000) -> list[Sub]:
         words = tuple(dict.fromkeys(f"w{rng.randrange(i // 2 + 8)}" for _ in range(m)))
         kind = rng.choice((RANGE, "knn", "topk"))
         x, y = rng.uniform(-170, 170), rng.uniform(-80, 80)
-        common = dict(match_all=rng.random() < 0.5)
+        common = {"match_all": rng.random() < 0.5}
         if kind == RANGE:
             w, h = rng.uniform(0, 30), rng.uniform(0, 30)
             out.append(Sub(i, f"u{i}", 0, RANGE, words, rect=(x, y, x + w, y + h), **common))

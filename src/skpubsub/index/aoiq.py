@@ -27,8 +27,6 @@ stays lazy (the epoch rule of :mod:`postings`), as the paper's delayed deletion.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 from numba import njit
 
@@ -41,9 +39,9 @@ from ..core import postings as P
 from ..core.layouts import Directory, Probes
 from .cells import cell_of, decode_key, level_key
 from .cgrid import _NO_COST, CompiledGrid
-from .placing import NEED_BOOK, NEED_COST
+from .placing import NEED_BOOK, NEED_COST, unplace_slot
 from .probe import live_of
-from .pairs import M_PAIRS, M_TOP, Book, Cost, assign_many, blocks_of, log_survival, new_book, pairs_of, with_room
+from .pairs import M_PAIRS, M_TOP, Cost, assign_many, blocks_of, log_survival, new_book, pairs_of, with_room
 from .prefix import NC, probe_classes
 
 _KINDS = {"range": K_RANGE, "knn": K_KNN, "topk": K_TOPK}
@@ -344,6 +342,17 @@ class AOIQIndex(CompiledGrid):
     def insert_many(self, slots: np.ndarray) -> None:
         self._assign(slots)
         super().insert_many(slots)
+
+    def delete(self, s: int) -> None:
+        """The grid's delete and one member fewer in the slot's block, in one call
+        (``placing.unplace_slot``)."""
+        if self.prefix:
+            self.n_topk -= self._prefixed(s)
+        n = unplace_slot(s, self._current())
+        if n < 0:
+            self.fit(s)
+            n = unplace_slot(s, self._current())
+        self.live_entries -= n
 
     def refresh(self, objects: int) -> int:
         """Pair postings never move (fixed keyword order); the frequency count is kept, and

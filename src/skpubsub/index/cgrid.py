@@ -44,8 +44,8 @@ from .base import SubscriptionIndex
 from .cells import box_at, decode_key, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
-from .placing import (DONE, NEED_BOOK, NEED_COST, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, place_slot,
-                      post_many, post_slot, region_of, regions, register_slot, unplace_slot)
+from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, place_slot,
+                      post_many, post_slot, region_of, regions, register_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import _has_entry, live_of, scan
 
@@ -396,14 +396,13 @@ class CompiledGrid(SubscriptionIndex):
             self.n_topk += 1
 
     def delete(self, s: int) -> None:
-        """O(1): the slot's entries die with its epoch (``placing.unplace_slot``)."""
+        """O(1): the slot's entries die with its epoch (``placing.unplace``: one array to pass,
+        cheaper than the bundle's check; aoiq takes the bundle, ``unplace_slot``)."""
         if self.prefix:
             self.n_topk -= self._prefixed(s)
-        n = unplace_slot(s, self._current())
-        if n < 0:
+        if s >= len(self._slots):
             self.fit(s)
-            n = unplace_slot(s, self._current())
-        self.live_entries -= n
+        self.live_entries -= unplace(self._slots, s)
 
     def update(self, s: int) -> None:
         """The region changed: tighten in place, or re-post when it grew, left the global

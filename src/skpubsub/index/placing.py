@@ -20,7 +20,6 @@ from numba.core import types
 from numba.experimental import structref
 
 from ..core import postings as P
-from ..core.layouts import Postings
 from ..store.subscriptions import K_TOPK
 from .cells import extent, level_key
 from .nodecost import slot_level

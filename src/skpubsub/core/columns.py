@@ -83,10 +83,15 @@ class Columns:
         self._free.append(slot)
         self.count -= 1
 
-    def free_many(self, slots: list[int]) -> None:
-        """``free`` of each slot in turn."""
-        for name, (_, fill) in self._spec.items():
-            getattr(self, name)[slots] = fill
+    def free_many(self, slots: list[int], at: np.ndarray | None = None) -> None:
+        """``free`` of each slot in turn (``at``: the same slots as an int64 array, if the caller has it)."""
+        if at is None:
+            at = np.asarray(slots, dtype=np.int64)
+        if self._rec is not None:  # whole records of fill values, one scatter
+            self._rec[at] = self._fill
+        else:
+            for name, (_, fill) in self._spec.items():
+                getattr(self, name)[at] = fill
         self._free.extend(slots)
         self.count -= len(slots)
 

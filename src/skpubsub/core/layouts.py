@@ -32,6 +32,7 @@ class Postings(NamedTuple):
     blk_data: np.ndarray
     blk_free: np.ndarray
     meta: np.ndarray
+    lv: np.ndarray  # a grid store's levels per token (``PostingStore.track_levels``)
 
 
 class Subs(NamedTuple):

@@ -20,8 +20,10 @@ from .layouts import Postings, cached
 
 B = 8  # entries per block (small: most lists are short; unused block space is waste)
 EMPTY = np.int64(-(2**62))  # an unused hash slot
-# meta[] fields
-M_POSTINGS, M_FREE_TOP, M_NEXT_BLOCK, M_KEYS, M_ENTRIES, M_PFREE_TOP = 0, 1, 2, 3, 4, 5
+# meta[] fields; M_LMAX: lmax + 1 of a grid's store whose ``lv`` summary is kept (0: none kept),
+# M_DROPS: lists emptied since ``lv`` was last made exact
+M_POSTINGS, M_FREE_TOP, M_NEXT_BLOCK, M_KEYS, M_ENTRIES, M_PFREE_TOP, M_LMAX, M_DROPS = 0, 1, 2, 3, 4, 5, 6, 7
+ALL_LEVELS = np.int64(-1)  # ``levels_of`` when no summary is kept: every level may hold a list
 
 
 class PostingStore:
@@ -42,6 +44,24 @@ class PostingStore:
         self.blk_data = np.zeros(blocks * B, dtype=np.int64)
         self.blk_free = np.zeros(blocks, dtype=np.int32)
         self.meta = np.zeros(8, dtype=np.int64)
+        # A grid's store (``track_levels``): per token (hashed, ``lv[token & (len - 1)]``) a bit
+        # for each level that may hold one of its lists (bit 0 the global list, bit l + 1 level
+        # l), so a probe skips the levels where it has none. A superset: set when a list opens,
+        # made exact when the hash table grows or many lists have emptied (``reserve``).
+        self.lv = np.zeros(cap, dtype=np.int32)
+
+    def track_levels(self, lmax: int) -> None:
+        """Keep the ``lv`` level summary of a grid store whose keys are ``cells.level_key``'s
+        (levels 0..``lmax``) and ``-(token + 1)`` (global lists); from the keys already in it."""
+        if self.meta[M_LMAX] != lmax + 1:
+            self.meta[M_LMAX] = lmax + 1
+            self._levels_exact()
+
+    def _levels_exact(self) -> None:
+        self.lv[:] = 0
+        self.meta[M_DROPS] = 0
+        if self.meta[M_LMAX]:
+            summarise(self.h_keys, self.lv, self.meta[M_LMAX] - 1)
 
     def reserve(self, postings: int, entries: int) -> None:
         """Make room for ``postings`` new lists and ``entries`` new entries (worst case)."""
@@ -62,6 +82,10 @@ class PostingStore:
             vals = np.full(cap, -1, dtype=np.int32)
             rehash(self.h_keys, self.h_vals, keys, vals)
             self.h_keys, self.h_vals = keys, vals
+            self.lv = np.zeros(cap, dtype=np.int32)
+            self._levels_exact()
+        elif m[M_LMAX] and 4 * int(m[M_DROPS]) > len(self.h_keys):  # stale bits: O(table) per O(table) drops
+            self._levels_exact()
         # Each list may need a fresh tail block, plus one block per B entries.
         need_b = postings + entries // B + 1
         free = int(m[M_FREE_TOP]) + len(self.blk_next) - int(m[M_NEXT_BLOCK])
@@ -111,7 +135,7 @@ class PostingStore:
     def _layouts(self) -> tuple[Postings, tuple]:
         return cached(self, (len(self.h_keys), len(self.p_head), len(self.blk_next)), lambda: Postings(
             self.h_keys, self.h_vals, self.p_head, self.p_tail, self.p_fill, self.p_key, self.p_free, self.blk_next,
-            self.blk_data, self.blk_free, self.meta))
+            self.blk_data, self.blk_free, self.meta, self.lv))
 
     @property
     def entries(self) -> int:
@@ -166,6 +190,15 @@ class PostingStore:
             j = np.searchsorted(holes, home[far])
             gap = np.where(j < len(holes), holes[np.minimum(j, len(holes) - 1)] - home[far], holes[0] + cap - home[far])
             assert np.all(gap > dist[far]), "a key not reachable by probing from its home"
+        if m[M_LMAX]:  # the level summary covers every list: a scan never skips a level that has one
+            lmax = int(m[M_LMAX]) - 1
+            stride = (4 ** (lmax + 1) - 1) // 3
+            tok = np.where(keys < 0, -keys - 1, keys // stride)
+            r = keys - tok * stride
+            firsts = np.array([(4 ** lv - 1) // 3 for lv in range(lmax + 2)], dtype=np.int64)
+            bit = np.where(keys < 0, 0, np.searchsorted(firsts, r, side="right"))  # level + 1
+            assert len(self.lv) & (len(self.lv) - 1) == 0, "lv size not a power of two"
+            assert np.all((self.lv[tok & (len(self.lv) - 1)] >> bit) & 1), "a list's level missing from lv"
         for i in used[[0, -1]].tolist() if len(used) else ():  # the replica above agrees with the kernels' probe
             assert lookup(self.h_keys, self.h_vals, self.h_keys[i]) == self.h_vals[i], ("lookup", int(self.h_keys[i]))
         # lists: live (a head) or freed, and the live ones exactly the hash table's values
@@ -270,6 +303,42 @@ def _delete_key(h_keys, h_vals, key):
     h_vals[i] = -1
 
 
+@njit(inline="always", cache=True)
+def note_level(lv, key, lmax):
+    """Set the ``lv`` bit of ``key``'s level under its token (``cells.level_key``'s layout:
+    ``token * stride + (4**level - 1) // 3 + cell``; a global list ``-(token + 1)``)."""
+    if key < 0:
+        tok = -key - 1
+        bit = 0
+    else:
+        stride = (4 ** (lmax + 1) - 1) // 3  # cells on all levels
+        tok = key // stride
+        r = key - tok * stride
+        level = 0
+        while (4 ** (level + 1) - 1) // 3 <= r:
+            level += 1
+        bit = level + 1
+    lv[tok & (len(lv) - 1)] |= np.int32(1) << bit
+
+
+@njit(cache=True)
+def summarise(h_keys, lv, lmax):
+    """``lv`` from the keys in the table (``note_level`` of each)."""
+    for i in range(len(h_keys)):
+        if h_keys[i] != EMPTY:
+            note_level(lv, h_keys[i], lmax)
+
+
+@njit(inline="always", cache=True)
+def levels_of(st, tok):
+    """The ``lv`` bits of ``tok``: the levels where it may have a list (bit 0 global, bit l + 1
+    level l), or all of them when the store keeps no summary."""
+    if st.meta[M_LMAX] == 0:
+        return ALL_LEVELS
+    lv = st.lv
+    return np.int64(lv[tok & (len(lv) - 1)])
+
+
 @njit(cache=True)
 def rehash(old_keys, old_vals, keys, vals):
     for i in range(len(old_keys)):
@@ -331,7 +400,7 @@ def _new_block(blk_next, blk_free, meta):
 @njit(inline="always", cache=True)
 def _list_of(st, key):
     """The list id of ``key`` in store ``st``, opened empty if absent (room reserved)."""
-    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta = st
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv = st
     i = slot_of(h_keys, key)
     if h_keys[i] == EMPTY:
         if meta[M_PFREE_TOP] > 0:
@@ -347,6 +416,8 @@ def _list_of(st, key):
         p_tail[p] = -1
         p_fill[p] = 0
         p_key[p] = key
+        if meta[M_LMAX]:
+            note_level(lv, key, meta[M_LMAX] - 1)
     else:
         p = h_vals[i]
     return p
@@ -356,7 +427,7 @@ def _list_of(st, key):
 def append(st, key, entry):
     """Append ``entry`` to the list of ``key`` (created if absent) in store ``st`` (a
     ``Postings``, or the same as a plain tuple). Capacity reserved by the caller."""
-    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta = st
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv = st
     p = _list_of(st, key)
     t = p_tail[p]
     if t < 0:
@@ -398,7 +469,7 @@ def _stable_runs(order, starts):
 def _append_runs(st, first, starts, korder, ents):
     """Append ``ents[starts[r]:starts[r + 1]]`` to the list of key ``first[r]`` for each run
     ``r`` in ``korder`` (room reserved): ``append``'s result, one probe per key."""
-    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta = st
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv = st
     for r in korder:
         p = _list_of(st, first[r])
         t = p_tail[p]
@@ -496,6 +567,7 @@ def truncate(st, p, wb, wi, dropped):
         p_fill[p] = 0
         _delete_key(h_keys, h_vals, p_key[p])
         meta[M_KEYS] -= 1
+        meta[M_DROPS] += 1
         p_free[meta[M_PFREE_TOP]] = p
         meta[M_PFREE_TOP] += 1
         return

@@ -11,12 +11,16 @@ plain path applies that pub) and is cut into segments of ``SEGMENT`` pubs.
 
 from __future__ import annotations
 
+import math
+from typing import NamedTuple
+
 import numpy as np
 
 from ..core import layouts as L
 from ..index.aoiq import probe_room
 from ..index.prefix import NC
 from ..io.notifications import Notes, net_changes
+from ..store.objects import pub_columns
 from ..core.clock import RunPlan
 from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_EVICT, C_LIVE_ADD, C_LIVE_DROP, C_MISS, C_NEED,
                      C_NEED_ROWS, C_OUT, C_QUEUE, C_READS, C_REFILLS, C_REMOVED, N_COUNTERS, STOP_EXPIRY,
@@ -25,25 +29,41 @@ from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_EVICT, C_LI
 SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 
 
+class Seg(NamedTuple):
+    """A segment of a run of pubs: their times and seqs, object slots and keyword ids (CSR)."""
+
+    times: tuple
+    seqs: tuple
+    exps: list | None  # exact expiries (time window, own clock), else None
+    slots: list
+    kwoff: np.ndarray
+    kw: np.ndarray
+
+
 def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: list | None = None) -> None:
     """Apply a run of pub events on ``eng`` (an Engine over a compiled index), appending
     notifications to ``out`` (a list or a ``NoteBatch``) in stream order (and, with ``tags``,
     each one's pub index). ``expire``: under external expiry, the seqs of the objects that
     leave before each pub."""
-    slots = eng.add_objects(pubs)
+    cols = pub_columns(pubs)
+    times, seqs = cols.t, cols.seq
+    exps = _expiries(eng, cols)
+    slots, kwoff, kw = eng.add_run(pubs, cols, exps)
     eng.index.refresh(eng.stats["objects"])  # the run's keywords are counted: review `all` postings
     i = 0
     while i < len(pubs):
         limit = eng.clock.next_sub_end
-        if limit <= pubs[i].t:  # a subscription ends first: plain path (times exact, SPEC 6)
+        if limit <= times[i]:  # a subscription ends first: plain path (times exact, SPEC 6)
             _extend(out, tags, eng.apply_one(pubs[i], slots[i], expire[i] if expire else ()), i)
             i += 1
             continue
-        j = i + 1
         end = min(len(pubs), i + SEGMENT)
-        while j < end and pubs[j].t < limit:
+        j = i + 1 if limit < math.inf else end  # times are finite: none reaches an infinite limit
+        while j < end and times[j] < limit:
             j += 1
-        done = _segment(eng, pubs[i:j], slots[i:j], expire[i:j] if expire else None, out, tags, i)
+        seg = Seg(times[i:j], seqs[i:j], exps[i:j] if exps is not None else None, slots[i:j],
+                  kwoff[i:j + 1] - kwoff[i], kw[kwoff[i]:kwoff[j]])
+        done = _segment(eng, seg, expire[i:j] if expire else None, out, tags, i)
         i += done
         if done < j - i + done:  # stopped: a holder not found through the index (never expected)
             _extend(out, tags, eng.apply_one(pubs[i], slots[i], expire[i] if expire else ()), i)
@@ -64,30 +84,32 @@ def _extend(out: list, tags: list | None, notes: list, i: int) -> None:
         tags.extend([i] * len(notes))
 
 
-def _expiries(eng, pubs: list) -> list | None:
-    """The run's exact expiries (time window, own clock), as the clock orders them."""
+def _expiries(eng, cols) -> list | None:
+    """The run's exact expiries (time window, own clock), as the clock orders them (``cols``:
+    the run's ``pub_columns``)."""
     if eng.external or eng.window.kind != "time":
         return None
     expiry = eng.clock.expiry
-    return [expiry(ev.t, ev.expires, ev.seq) for ev in pubs]
+    return [expiry(t, e, q) for t, e, q in zip(cols.t, cols.expires, cols.seq)]
 
 
-def _plan(eng, pubs: list, slots: list[int], expire: list | None, exps: list | None) -> RunPlan:
-    """The objects that leave the window before each pub of the run."""
+def _plan(eng, seg: Seg, expire: list | None) -> RunPlan:
+    """The objects that leave the window before each pub of the segment."""
+    slots = seg.slots
     if not eng.external:
         if eng.window.kind != "time":  # departures follow arrival order (count) or never happen
             return eng.clock.plan(None, None, slots, None)
-        return eng.clock.plan([ev.t for ev in pubs], [ev.seq for ev in pubs], slots, exps)
+        return eng.clock.plan(list(seg.times), list(seg.seqs), slots, seg.exps)
     owner: list[int] = []
     objs: list[int] = []
     if expire:
         alive = eng.alive_by_seq
-        here = {ev.seq: o for ev, o in zip(pubs, slots)}  # may leave within the run
+        here = dict(zip(seg.seqs, slots))  # may leave within the run
         for i, seqs in enumerate(expire):
             for q in seqs:
                 owner.append(i)
                 objs.append(alive[q] if q in alive else here[q])
-    return RunPlan.of(len(pubs), owner, objs)
+    return RunPlan.of(len(slots), owner, objs)
 
 
 def _csr(kws: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -133,16 +155,17 @@ def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
         cell=np.empty(4, dtype=np.int32), ext=np.empty(4))
 
 
-def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, tags: list | None,
-             base: int) -> int:
-    """Run the kernel over ``pubs``; returns how many it applied (all but on a missing holder)."""
+def _segment(eng, seg: Seg, expire: list | None, out: list, tags: list | None, base: int) -> int:
+    """Run the kernel over the pubs of ``seg``; returns how many it applied (all but on a
+    missing holder)."""
     oc, sc, top = eng.objs.cols, eng.subs.cols, eng.index
+    slots = seg.slots
     ix = top.kernel_grid  # the compiled grid the kernel scans (igpt keeps range and knn in one)
-    exps = _expiries(eng, pubs)
-    plan = _plan(eng, pubs, slots, expire, exps)
+    plan = _plan(eng, seg, expire)
     ix.fit(sc.capacity - 1)
+    ix.store.track_levels(ix.lmax)  # scan skips the levels where a token has no list
     b_obj = np.array(slots, dtype=np.int64)
-    b_kwoff, b_kw = eng.objs.keywords_csr(b_obj)
+    b_kwoff, b_kw = seg.kwoff, seg.kw
     retains = eng.window.retains
     run = L.Run(b_obj, oc.x[b_obj], oc.y[b_obj], b_kwoff, b_kw, oc.wo[b_obj], plan.off, plan.keys, retains)
     scanned = top.scans  # aoiq[batch=true]: every candidate comes precomputed
@@ -168,7 +191,7 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
                                   pre, scratch, rows, counters)
         if top.tracks_scores:
             changed.append(np.unique(rows.s[: counters[C_OUT]]))
-        _drain(eng, pubs, counters, rows, scratch, dead, out, tags, base)
+        _drain(eng, seg.times, counters, rows, scratch, dead, out, tags, base)
         if retains:
             eng.alive.added(nxt - start, int(b_kwoff[nxt] - b_kwoff[start]))
         if status != STOP_FULL:
@@ -185,11 +208,11 @@ def _segment(eng, pubs: list, slots: list[int], expire: list | None, out: list, 
     ix.count(run.x[:done], run.y[:done])  # after the fact: a level choice is cost, never results
     if status == STOP_EXPIRY:
         eng.stats["expiry_stops"] += 1
-    _sync(eng, pubs, slots, plan, dead, done, exps)
+    _sync(eng, seg, plan, dead, done)
     return done
 
 
-def _drain(eng, pubs, counters, rows: L.Rows, scratch: L.Scratch, dead: list, out, tags: list | None,
+def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, out, tags: list | None,
            base: int) -> None:
     """Turn one kernel call's rows into notifications, one net change per (pub, subscription)
     (SPEC section 6), appended to ``out`` (a list, or columns to a ``NoteBatch``);
@@ -210,9 +233,9 @@ def _drain(eng, pubs, counters, rows: L.Rows, scratch: L.Scratch, dead: list, ou
         ordered = L.Rows(rows.i[keep], rows.s[keep], rows.a[keep], rows.d[keep], rows.ka[keep], rows.kd[keep], rows.r)
         c = net_changes(ordered, eng.objs.cols.seq, nc, np.empty(2 * n))
         oids = eng.objs.ids
-        times = np.empty(len(pubs), dtype=object)
-        times[:] = [ev.t for ev in pubs]
-        notes = Notes(nc.i[:c], eng.subs.ids[nc.s[:c]], times[nc.i[:c]], nc.match[:c], nc.add_off[: c + 1],
+        boxed = np.empty(len(times), dtype=object)
+        boxed[:] = times  # as given: an int stays an int (SPEC 6 "Times")
+        notes = Notes(nc.i[:c], eng.subs.ids[nc.s[:c]], boxed[nc.i[:c]], nc.match[:c], nc.add_off[: c + 1],
                       oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]],
                       codes=(nc.s[:c], nc.add_obj[: nc.add_off[c]], nc.rem_obj[: nc.rem_off[c]]))
         if isinstance(out, list):
@@ -231,18 +254,19 @@ def _drain(eng, pubs, counters, rows: L.Rows, scratch: L.Scratch, dead: list, ou
         eng.stats[key] += int(counters[c])
 
 
-def _sync(eng, pubs, slots, plan: RunPlan, dead: list[int], done: int, exps: list | None) -> None:
+def _sync(eng, seg: Seg, plan: RunPlan, dead: list[int], done: int) -> None:
     """Bring the window bookkeeping up to the ``done`` pubs the kernel applied."""
+    slots = seg.slots
     w = eng.window
     if eng.external:
         if w.retains:
             for i in range(done):
-                eng.alive_by_seq[pubs[i].seq] = slots[i]
+                eng.alive_by_seq[seg.seqs[i]] = slots[i]
         seq = eng.objs.cols.seq
         for o in plan.gone(done):
             eng.alive_by_seq.pop(int(seq[o]), None)
     elif eng.window.kind == "time":
-        eng.clock.commit(plan, [ev.seq for ev in pubs], slots, exps, done)
+        eng.clock.commit(plan, list(seg.seqs), slots, seg.exps, done)
     elif eng.window.retains:
         eng.clock.commit(plan, None, slots, None, done)
     if w.retains:  # the kernel posted the pubs it applied as alive

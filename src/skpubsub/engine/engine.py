@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from ..io.events import RANGE, Event, Pub, Sub, Unsub
 from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import insert_newest, remove
 from ..results.refill import POOL, refill_of
-from ..store.objects import AliveStore, ObjectTable
+from ..store.objects import AliveStore, ObjectTable, PubColumns, pub_columns
 from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable
 from .messages import Adopt, Backfill, Drop, Tick
 
@@ -266,11 +267,14 @@ class Engine:
 
     def free_unreferenced(self) -> None:
         """Free the forgotten objects that are neither alive nor held by a result."""
+        if not self._unref:
+            return
         c = self.objs.cols
-        gone = [o for o in self._unref if c.refs[o] == 0 and not c.alive[o]]
-        if gone:  # their keywords are released once per apply (``_recycle_keywords``)
-            self._unheld.append(self.objs.keywords_csr(np.asarray(gone, dtype=np.int64))[1])
-            self.objs.free_many(gone)
+        u = np.fromiter(self._unref, np.int64, len(self._unref))  # in the set's order, as a loop over it
+        gone = u[(c.refs[u] == 0) & ~c.alive[u]]
+        if len(gone):  # their keywords are released once per apply (``_recycle_keywords``)
+            self._unheld.append(self.objs.keywords_csr(gone)[1])
+            self.objs.free_many(gone.tolist())
         self._unref.clear()
 
     def _recycle_keywords(self) -> None:
@@ -398,13 +402,34 @@ class Engine:
 
     def add_objects(self, evs: list[Pub]) -> list[int]:
         """``add_object`` of each event in turn (a run of pubs), the table written at once."""
-        self.stats["objects"] += len(evs)
-        flat = self.vocab.ids([w for ev in evs for w in ev.keywords])  # one lookup pass for the run
-        self.vocab.count_many(flat)  # one array call: a ``count`` per object cost more than its kernel
-        self._held.append(flat)  # held until the slots are freed
-        expiry = self.clock.expiry
-        hi, lo = self._lives([expiry(ev.t, ev.expires, ev.seq) for ev in evs])
-        return self.objs.add_many(evs, flat, hi, alive=self.window.retains, expiry_lo=lo).tolist()
+        return self.add_run(evs, pub_columns(evs))[0]
+
+    def add_run(self, evs: list[Pub], cols: PubColumns, exps: list | None = None) -> tuple[list[int], np.ndarray,
+                                                                                           np.ndarray]:
+        """``add_objects`` given the run's ``pub_columns`` (and, under a time window, its exact
+        expiries ``exps`` if the caller has them); returns the slots and the run's keyword ids as
+        CSR (int64 offsets, int32 ids: what ``ObjectTable.keywords_csr`` of the slots gives)."""
+        n = len(evs)
+        self.stats["objects"] += n
+        flat = self.vocab.ids(list(chain.from_iterable(cols.keywords)))  # one lookup pass for the run
+        kw = np.fromiter(flat, np.int32, len(flat))  # converted once: counted, held, stored
+        self.vocab.count_many(kw)  # one array call: a ``count`` per object cost more than its kernel
+        self._held.append(kw)  # held until the slots are freed
+        lens = np.fromiter(map(len, cols.keywords), np.int64, n)
+        off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lens, out=off[1:])
+        kind = self.window.kind
+        if kind == "none":  # never leave: clock.expiry is inf for all
+            hi, lo = np.full(n, math.inf), np.zeros(n, dtype=np.int32)
+        elif kind == "count":  # float(seq): a float, so no remainder (_lives)
+            hi, lo = np.fromiter(cols.seq, np.float64, n), np.zeros(n, dtype=np.int32)
+        else:
+            if exps is None:
+                expiry = self.clock.expiry
+                exps = [expiry(t, e, q) for t, e, q in zip(cols.t, cols.expires, cols.seq)]
+            hi, lo = self._lives(exps)
+        slots = self.objs.add_many(evs, kw, hi, alive=self.window.retains, expiry_lo=lo, cols=cols, lens=lens)
+        return slots.tolist(), off, kw
 
     def _lives(self, exps: list) -> tuple[np.ndarray, np.ndarray]:
         """The object table's ``expiry`` and ``expiry_lo`` columns (what the k-skyband's

@@ -46,8 +46,18 @@ def scan(x, y, okw, st, active, grid, cands):
     x0, y0, width, height = geo[0], geo[1], geo[2], geo[3]
     B = P.B
     nc = 0
+    every = (np.int64(1) << (lmax + 2)) - 1
     for w in okw:
-        for level in range(-1, lmax + 1):
+        # The levels where w may have a list (bit 0 global, bit l + 1 level l), in ascending
+        # order as before: the others are not probed (a hash lookup each, mostly a miss).
+        bits = P.levels_of(store, w) & every
+        level = -2
+        while bits:
+            level += 1
+            here = bits & 1
+            bits >>= 1
+            if not here:
+                continue
             if level < 0:
                 key = -(np.int64(w) + 1)
                 cx = cy = 0

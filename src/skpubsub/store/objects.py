@@ -9,15 +9,27 @@ a member or a kNN/top-k subscription registers under a retaining window.
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 
 import numpy as np
+from msgspec.structs import astuple
 from numba import njit, types
 from numba.extending import overload
 
 from ..io.events import Pub
 from ..core import postings as P
 from ..core.layouts import Laid, ObjectLive, Objects, cached
-from ..core.columns import NO_IDS, Columns, SegmentPool, grow_ids, grown, put_ids, segment_items
+from ..core.columns import NO_IDS, Columns, SegmentPool, as_index, grow_ids, grown, put_ids, segment_items
+
+
+PubColumns = namedtuple("PubColumns", Pub.__struct_fields__)  # a run of pubs field by field (tuples)
+
+
+def pub_columns(evs: list[Pub]) -> PubColumns:
+    """The fields of ``evs`` as columns, in one pass over the events (a pass per field cost more)."""
+    if not evs:
+        return PubColumns(*(((),) * len(PubColumns._fields)))
+    return PubColumns(*zip(*map(astuple, evs)))
 
 
 class ObjectTable(Laid):
@@ -54,23 +66,30 @@ class ObjectTable(Laid):
         c.alive[slot] = alive
         return slot
 
-    def add_many(self, evs: list[Pub], kw_ids: list[int], expiry: np.ndarray, alive: bool,
-                 expiry_lo: np.ndarray | int = 0) -> np.ndarray:
+    def add_many(self, evs: list[Pub], kw_ids, expiry: np.ndarray, alive: bool,
+                 expiry_lo: np.ndarray | int = 0, cols: PubColumns | None = None,
+                 lens: np.ndarray | None = None) -> np.ndarray:
         """``add`` of each event in turn, the columns written for all at once; returns the slots.
-        ``kw_ids``: the events' keyword ids one after another (each event has as many as keywords)."""
+        ``kw_ids``: the events' keyword ids one after another (each event has as many as keywords);
+        ``cols``, ``lens``: ``pub_columns(evs)`` and the keyword counts, if the caller has them."""
         c = self.cols
-        slots = c.add_many(len(evs))
-        self.ids = put_ids(self.ids, slots, [ev.id for ev in evs])
-        c.x[slots] = [ev.x for ev in evs]
-        c.y[slots] = [ev.y for ev in evs]
-        c.seq[slots] = [ev.seq for ev in evs]
-        c.expiry[slots] = expiry
-        c.expiry_lo[slots] = expiry_lo
-        lens = np.fromiter(map(len, [ev.keywords for ev in evs]), np.int64, len(evs))
-        c.kw_off[slots] = self.kw.put_many("id", lens, kw_ids)
-        c.kw_len[slots] = lens
-        c.wo[slots] = 1.0 / np.sqrt(lens)  # scoring.object_weight
-        c.alive[slots] = alive
+        n = len(evs)
+        if cols is None:
+            cols = pub_columns(evs)
+        slots = c.add_many(n)
+        at = as_index(slots)  # fresh slots are consecutive: slices, not scatters
+        self.ids = put_ids(self.ids, slots, list(cols.id))
+        c.x[at] = np.fromiter(cols.x, np.float64, n)
+        c.y[at] = np.fromiter(cols.y, np.float64, n)
+        c.seq[at] = np.fromiter(cols.seq, np.int64, n)
+        c.expiry[at] = expiry
+        c.expiry_lo[at] = expiry_lo
+        if lens is None:
+            lens = np.fromiter(map(len, cols.keywords), np.int64, n)
+        c.kw_off[at] = self.kw.put_many("id", lens, kw_ids)
+        c.kw_len[at] = lens
+        c.wo[at] = 1.0 / np.sqrt(lens)  # scoring.object_weight
+        c.alive[at] = alive
         return slots
 
     def keywords_csr(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,9 +111,10 @@ class ObjectTable(Laid):
     def free_many(self, slots: list[int]) -> None:
         """``free`` of each slot in turn."""
         c = self.cols
-        self.kw.release_many(c.kw_off[slots], c.kw_len[slots].astype(np.int64))
-        self.ids[slots] = None
-        c.free_many(slots)
+        at = np.asarray(slots, dtype=np.int64)  # one conversion for every column below
+        self.kw.release_many(c.kw_off[at], c.kw_len[at].astype(np.int64))
+        self.ids[at] = None
+        c.free_many(slots, at)
 
     def _layouts(self) -> tuple[Objects, tuple]:
         if len(self.stamp) < self.cols.capacity:

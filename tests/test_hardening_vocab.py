@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skpubsub.core.vocab import Vocabulary
 
@@ -53,6 +55,36 @@ def test_released_ids_wait_for_recycle_and_come_back_clean() -> None:
     with pytest.raises(ValueError, match="released more often"):
         v.release([2])
     assert np.all(v.refs >= 0)
+
+
+_WORD = st.sampled_from([f"w{i}" for i in range(12)])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("ids"), st.lists(_WORD, max_size=10)),
+                          st.tuples(st.just("hold"), st.lists(_WORD, min_size=1, max_size=4, unique=True)),
+                          st.tuples(st.just("drop"), st.integers(0, 50)),
+                          st.tuples(st.just("recycle"), st.none())), max_size=40))
+def test_a_run_of_ids_equals_id_word_by_word(ops) -> None:
+    """``ids`` of a run (new words learnt at once, freed ids reused last-freed first) gives
+    and leaves what ``id`` of each word in turn does, through forgetting and recycling."""
+    run, one = Vocabulary(), Vocabulary()
+    held: list[tuple[list[int], list[int]]] = []
+    for op, arg in ops:
+        if op == "ids":
+            assert run.ids(tuple(arg)) == [one.id(w) for w in arg]
+        elif op == "hold":
+            held.append((run.acquire(tuple(arg)), one.acquire(tuple(arg))))
+        elif op == "drop" and held:
+            a, b = held.pop(arg % len(held))
+            run.release(a)
+            one.release(b)
+        elif op == "recycle":
+            assert run.released() == one.released()
+            run.recycle()
+            one.recycle()
+        assert run.words == one.words and run._ids == one._ids and run._free == one._free
+        run._check()
 
 
 # -- the engine's wiring: ids recycled under a window, results exact -------------------------

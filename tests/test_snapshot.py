@@ -42,10 +42,8 @@ def test_the_snapshot_drops_stale_postings_and_spare_capacity() -> None:
 
 @pytest.mark.parametrize("index", ["dkm", "aoiq"])
 def test_a_full_sweep_drops_every_stale_entry_and_keeps_results(index: str) -> None:
-    """``_compact_all`` (run when stale entries outnumber live ones) leaves exactly the live
+    """``compact_all`` (run when stale entries outnumber live ones) leaves exactly the live
     entries, and the engine goes on like the reference."""
-    from skpubsub.index.cgrid import _compact_all
-
     for seed in range(10):
         s = random_stream(seed, n_events=(200, 400))
         g = Gate(s.window, s.space)
@@ -54,7 +52,7 @@ def test_a_full_sweep_drops_every_stale_entry_and_keeps_results(index: str) -> N
         half = len(evs) // 2
         assert engine.apply(evs[:half]) == ref.apply(evs[:half]), seed
         ix = engine.index
-        _compact_all(ix.layout, ix.subs.cols.active)
+        ix.kernel_grid.compact_all()
         assert ix.store.entries == ix.live_entries, seed
         engine._check()
         assert engine.apply(evs[half:]) == ref.apply(evs[half:]), seed

@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from ..core.config import Space
 from ..core.columns import grown, grown_records, segment_items
@@ -47,7 +46,7 @@ from .pairs import Cost, new_book
 from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, place_slot,
                       post_many, post_slot, region_of, regions, register_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
-from .probe import _has_entry, live_of, scan
+from .probe import _has_entry, scan, sweep
 
 # Per-slot fields, one record a slot (columns.records): a posting entry's liveness test
 # (postings.read: epoch, level, box) and the scan's stamp read one cache line.
@@ -72,17 +71,6 @@ _NO_PAIR_OF = np.zeros(1, dtype=np.int64)
 
 _NO_DIRECTORY = Directory(np.full(1, P.EMPTY, dtype=np.int64), np.full(1, -1, dtype=np.int32),
                           *(np.zeros(0, dtype=np.int64) for _ in range(6)))
-
-
-@njit(cache=True)
-def _compact_all(grid, active):
-    """Drop every stale entry of every list: O(entries)."""
-    st = grid.store
-    seen = np.empty(len(active), dtype=np.int64)  # the reader's output, unused here
-    for p in range(st.meta[P.M_POSTINGS]):
-        if st.p_head[p] >= 0:
-            level, cx, cy = decode_key(st.p_key[p], grid.lmax)
-            P.read(p, live_of(active, grid.slots), (level, cx, cy), -1, seen, st, seen, 0)
 
 
 class CompiledGrid(SubscriptionIndex):
@@ -283,7 +271,7 @@ class CompiledGrid(SubscriptionIndex):
             post_many(np.array([s], dtype=np.int64), self.subs.layout, self.layout, self._toks)
             self.maybe_compact()
         elif entries > 2 * self.live_entries + 65536:  # maybe_compact's rule, the count at hand
-            _compact_all(self.layout, self.subs.cols.active)
+            self.compact_all()
 
     def register(self, ev) -> int:
         """``Vocabulary.acquire``, ``SubTable.add`` and ``insert`` of a new subscription (a run
@@ -388,7 +376,12 @@ class CompiledGrid(SubscriptionIndex):
     def maybe_compact(self) -> None:
         """Sweep stale entries once they outnumber live ones (amortised O(1) per entry)."""
         if self.store.entries > 2 * self.live_entries + 65536:
-            _compact_all(self.layout, self.subs.cols.active)
+            self.compact_all()
+
+    def compact_all(self) -> None:
+        """Drop every stale entry of every list: O(entries) (``probe.sweep``)."""
+        self.stamp_next[0] += 1
+        sweep(self.layout, self.subs.cols.active, self.stamp_next[0], np.empty(len(self.epoch), dtype=np.int64))
 
     # -- the SubscriptionIndex protocol --------------------------------------------
     def insert(self, s: int) -> None:

@@ -11,7 +11,7 @@ from numba.extending import overload
 
 from ..core import postings as P
 from ..core.layouts import SlotLive
-from .cells import cell_of, level_key
+from .cells import cell_of, decode_key, level_key
 
 
 @njit(cache=True)
@@ -39,12 +39,9 @@ def scan(x, y, okw, st, active, grid, cands):
     once here: passed to a compiled call per list (or per entry), the store's and the
     records' arrays cost an atomic reference count each way (index/NOTES.md, "scan")."""
     geo, lmax, store = grid.geo, grid.lmax, grid.store
-    slots = grid.slots
-    epoch, slevel, box, stamp = slots.epoch, slots.level, slots.box, slots.stamp
-    h_keys, h_vals, p_head, p_tail, p_fill = store.h_keys, store.h_vals, store.p_head, store.p_tail, store.p_fill
-    blk_next, blk_data = store.blk_next, store.blk_data
+    h_keys, h_vals = store.h_keys, store.h_vals
+    lists = _lists(store, active, grid.slots)
     x0, y0, width, height = geo[0], geo[1], geo[2], geo[3]
-    B = P.B
     nc = 0
     every = (np.int64(1) << (lmax + 2)) - 1
     for w in okw:
@@ -68,35 +65,67 @@ def scan(x, y, okw, st, active, grid, cands):
             p = P.find(h_keys, h_vals, key)
             if p < 0:
                 continue
-            # postings.read: each entry live (entry_id, _slot_entry's test) is kept in place
-            # (postings.keep) and stamped once into cands; the rest are dropped (truncate).
-            rb = p_head[p]
-            tail = p_tail[p]
-            wb = rb
-            wi = 0
-            dropped = 0
-            while rb >= 0:
-                cnt = B if rb != tail else p_fill[p]
-                for ri in range(rb * B, rb * B + cnt):
-                    ent = blk_data[ri]
-                    s = ent >> 32
-                    if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
-                            level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
-                        dropped += 1
-                        continue
-                    blk_data[wb * B + wi] = ent
-                    wi += 1
-                    if wi == B:
-                        wb = blk_next[wb]
-                        wi = 0
-                    if stamp[s] != st:  # not yet seen under another key
-                        stamp[s] = st
-                        cands[nc] = s
-                        nc += 1
-                rb = blk_next[rb]
-            if dropped:
-                P.truncate(store, p, wb, wi, dropped)
+            nc = _read_list(p, level, cx, cy, lists, st, cands, nc)
     return nc
+
+
+@njit(inline="always", cache=True)
+def _lists(store, active, slots):
+    """The arrays a list read touches, bound once per scan or sweep (a plain tuple: the
+    reader is inlined, so they are not counted again per list)."""
+    return (store, active, slots.epoch, slots.level, slots.box, slots.stamp, store.p_head, store.p_tail,
+            store.p_fill, store.blk_next, store.blk_data)
+
+
+@njit(inline="always", cache=True)
+def _read_list(p, level, cx, cy, lists, st, cands, nc):
+    """``postings.read`` of list ``p`` (cell (cx, cy) of ``level``) with the grid's
+    ``entry_id`` written out: each live entry (active, current epoch, this level, its box
+    covers the cell) is kept in place (``postings.keep``) and, unless stamped ``st`` already,
+    stamped and appended to ``cands[nc:]``; the rest are dropped (``truncate``). Returns the
+    new end of ``cands``."""
+    store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data = lists
+    B = P.B
+    rb = p_head[p]
+    tail = p_tail[p]
+    wb = rb
+    wi = 0
+    dropped = 0
+    while rb >= 0:
+        cnt = B if rb != tail else p_fill[p]
+        for ri in range(rb * B, rb * B + cnt):
+            ent = blk_data[ri]
+            s = ent >> 32
+            if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
+                    level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+                dropped += 1
+                continue
+            blk_data[wb * B + wi] = ent
+            wi += 1
+            if wi == B:
+                wb = blk_next[wb]
+                wi = 0
+            if stamp[s] != st:  # not yet seen under another key
+                stamp[s] = st
+                cands[nc] = s
+                nc += 1
+        rb = blk_next[rb]
+    if dropped:
+        P.truncate(store, p, wb, wi, dropped)
+    return nc
+
+
+@njit(cache=True)
+def sweep(grid, active, st, cands):
+    """Drop every stale entry of every list (lazy deletion's clean-up, O(entries)): each
+    list read as ``scan`` reads one, under stamp ``st`` (one not used before)."""
+    store = grid.store
+    lists = _lists(store, active, grid.slots)
+    p_head, p_key = store.p_head, store.p_key
+    for p in range(store.meta[P.M_POSTINGS]):
+        if p_head[p] >= 0:
+            level, cx, cy = decode_key(p_key[p], grid.lmax)
+            _read_list(p, level, cx, cy, lists, st, cands, 0)
 
 
 @njit(inline="always", cache=True)

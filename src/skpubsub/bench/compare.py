@@ -49,6 +49,7 @@ from typing import Any
 
 from ..core.config import Space, Window
 from ..runtime.engines import make_engine
+from ..runtime.runner import fewer_collections
 from ..index import INDEXES
 from ..io.events import Pub, Rejection, Sub, Unsub
 from ..io.lines import stream_lines
@@ -208,6 +209,7 @@ def warm_end(events: list, build: int, objects: int) -> int:
     return len(events)
 
 
+@fewer_collections()  # the collector as `skpubsub run` sets it: the engine measured as it runs there
 def run_once(index: str, events: list, build: int, window: Window, space: Space,
              warm_objects: int = 0) -> dict[str, Any]:
     """One fresh engine over the events: build, cold fill (the first ``warm_objects`` objects)

@@ -369,26 +369,15 @@ class Gate:
         if raw is None:
             return Rejection(line, f"line longer than {MAX_LINE} bytes", "")
         try:  # the common case (fastline); whatever it does not accept is judged below
-            ev = fastline.event(fastline.decode(raw), line, self.window, self.space)
-        except (msgspec.MsgspecError, ValueError, OverflowError):  # bad UTF-8, a time past float range
-            ev = None
-        if ev is not None:  # _check_state and _accept without the exception, inlined: per line
-            t, last = ev.t, self.last_t
-            if last is None or not t < last:
-                cls = type(ev)
-                if cls is Pub or self._is_active(ev.id, t) == (cls is Unsub):  # a sub's id free, an unsub's taken
-                    self._accept(ev)
-                    self._seq = line
-                    return ev
-        try:
-            rec = parse_line(raw)
-        except Invalid as exc:
-            return Rejection(line, str(exc), raw.decode("utf-8", "replace"), exc.label)
-        return self.admit(rec, line, raw)
+            rec = fastline.decode(raw)
+        except (msgspec.MsgspecError, ValueError, OverflowError):  # not JSON, bad UTF-8, a type it does not take
+            rec = None
+        return self._admit_decoded(rec, raw, line)
 
     def _admit_decoded(self, rec: Any, raw: bytes, line: int) -> Event | Rejection:
-        """``admit_line`` of ``raw`` once the fast path has decoded it (``rec``, or None);
-        the same steps, written out again in ``admit_line``, which runs them a line."""
+        """``admit_line`` of ``raw`` once the fast path has decoded it (``rec``, or None when
+        it could not): the event ``fastline.event`` makes of it if the Gate's state takes it
+        as is, else the slow path's judgement (``parse_line``, ``admit``)."""
         try:
             ev = None if rec is None else fastline.event(rec, line, self.window, self.space)
         except (ValueError, OverflowError):  # a time past float range

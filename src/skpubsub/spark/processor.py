@@ -16,8 +16,10 @@ they are decoded, and a damaged one fails the batch with the reason.
 
 A batch makes three coarse state calls (read meta, append the batch's payloads,
 write meta), plus a snapshot every ``snapshot_every`` log entries. The live
-engine stays in the module-level ``_CACHE`` under (token, worker) with its
-version. Spark hands a partition to whichever Python worker process is idle, so
+engine stays in the module-level ``_CACHE`` under (token, worker, attempt) with its
+version; ``attempt`` names this start of the query (a copy made before a restart is not
+trusted: batches replayed after it may be routed differently, rebalancing decides from
+measured loads, so a copy at the same version can hold another history). Spark hands a partition to whichever Python worker process is idle, so
 a process may find its copy some batches behind: it catches up by applying the
 log entries since its version (the log is the exact input of those batches). A
 copy older than the snapshot, or none (new process, restart), is rebuilt from
@@ -45,7 +47,7 @@ from .worker import COLUMNS, WorkerState, driver_rows
 
 SNAP_CHUNK = 8 << 20  # bytes per snapshot entry
 
-_CACHE: dict[tuple[str, int], tuple[int, WorkerState]] = {}
+_CACHE: dict[tuple[str, int, str], tuple[int, WorkerState]] = {}
 
 
 def _batch_id() -> int:
@@ -63,8 +65,10 @@ def _batch_id() -> int:
 
 class WorkerProcessor(StatefulProcessor):
     def __init__(self, window: str, space: str, index: str, params: dict | None = None,
-                 snapshot_every: int = 16, keys: list[int] | None = None, out: str = "", run: str = "run") -> None:
+                 snapshot_every: int = 16, keys: list[int] | None = None, out: str = "", run: str = "run",
+                 attempt: str = "") -> None:
         self.window, self.space, self.index = window, space, index
+        self.attempt = attempt or uuid.uuid4().hex  # made on the driver, once per start of the query
         self.out, self.run = out, run  # where the tasks write their part files (a URL: any file system)
         # grouping key -> worker id (the last key carries the driver rows)
         self.worker_of = {k: w for w, k in enumerate(keys[:-1])} if keys else {}
@@ -94,7 +98,7 @@ class WorkerProcessor(StatefulProcessor):
             return (uuid.uuid4().hex, 0, 0, 0), self._fresh(worker), "new"
         meta = (m[0], int(m[1]), int(m[2]), int(m[3]))
         token, version, _, snap_version = meta
-        cached = _CACHE.pop((token, worker), None)
+        cached = _CACHE.pop((token, worker, self.attempt), None)
         if cached is not None and cached[0] == version:
             return meta, cached[1], "hit"
         if cached is not None and snap_version <= cached[0] < version:
@@ -136,7 +140,7 @@ class WorkerProcessor(StatefulProcessor):
             self.log.appendList([(version, p) for p in payloads])
             logged, snap_bytes = logged + len(payloads), None
         self.meta.update((token, version + 1, logged, snap_version))
-        _CACHE[(token, worker)] = (version + 1, ws)
+        _CACHE[(token, worker, self.attempt)] = (version + 1, ws)
         t3 = time.perf_counter()
         out = write_parts(parts, batch, worker, out)  # the lines go to files here, not to the driver
         t4 = time.perf_counter()

@@ -27,7 +27,7 @@ from ..io.events import RANGE, Event, Pub, Sub, Unsub
 from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import insert_newest, remove
 from ..results.refill import POOL, refill_of
-from ..store.objects import AliveStore, ObjectTable, PubColumns, pub_columns
+from ..store.objects import AliveStore, ObjectTable, PubColumns
 from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable
 from .messages import Adopt, Backfill, Drop, Tick
 
@@ -400,15 +400,12 @@ class Engine:
         hi, lo = self._lives([self.clock.expiry(ev.t, ev.expires, ev.seq)])
         return self.objs.add(ev, kw, hi[0], alive=self.window.retains, expiry_lo=lo[0])
 
-    def add_objects(self, evs: list[Pub]) -> list[int]:
-        """``add_object`` of each event in turn (a run of pubs), the table written at once."""
-        return self.add_run(evs, pub_columns(evs))[0]
-
     def add_run(self, evs: list[Pub], cols: PubColumns, exps: list | None = None) -> tuple[list[int], np.ndarray,
                                                                                            np.ndarray]:
-        """``add_objects`` given the run's ``pub_columns`` (and, under a time window, its exact
-        expiries ``exps`` if the caller has them); returns the slots and the run's keyword ids as
-        CSR (int64 offsets, int32 ids: what ``ObjectTable.keywords_csr`` of the slots gives)."""
+        """``add_object`` of each event of a run of pubs, the table written at once, given the
+        run's ``pub_columns`` (and, under a time window, its exact expiries ``exps`` if the
+        caller has them); returns the slots and the run's keyword ids as CSR (int64 offsets,
+        int32 ids: what ``ObjectTable.keywords_csr`` of the slots gives)."""
         n = len(evs)
         self.stats["objects"] += n
         flat = self.vocab.ids(list(chain.from_iterable(cols.keywords)))  # one lookup pass for the run

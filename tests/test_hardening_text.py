@@ -122,7 +122,7 @@ class _Trickle(io.BytesIO):
 
 @settings(max_examples=400, deadline=None)
 @given(parts=st.lists(st.sampled_from([b"a", b"bc", b"\r", b"\n", b"\r\n", BOM, b"x" * 7]), max_size=30),
-       limit=st.integers(2, 9), block=st.integers(1, 12), chunk=st.integers(1, 5), start=st.integers(0, 3),
+       limit=st.integers(0, 9), block=st.integers(1, 12), chunk=st.integers(1, 5), start=st.integers(0, 3),
        step=st.none() | st.integers(1, 4))
 def test_stream_lines_gives_what_read_lines_gives(parts, limit, block, chunk, start, step) -> None:
     """The block reader of ``run`` against the line reader, with blocks and skip chunks

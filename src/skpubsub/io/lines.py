@@ -27,17 +27,13 @@ def read_lines(f: BinaryIO, limit: int = MAX_LINE) -> Iterator[tuple[int, bytes 
     except (OSError, ValueError, AttributeError):  # a pipe: this is the start
         bom = True
     while True:
-        line = f.readline(limit + 2)  # room for the content and "\r\n"
-        if not line:
-            return
+        # room for the content and "\r\n", and the mark's first (a longer read changes no verdict)
+        line = f.readline(limit + 2 + len(BOM) if bom else limit + 2)
         if bom:
             bom = False
-            if line.startswith(BOM):
-                line = line[len(BOM):]
-                if not line:
-                    return
-                if not line.endswith(b"\n"):  # the mark took room from this read: read on
-                    line += f.readline(len(BOM))
+            line = line.removeprefix(BOM)
+        if not line:
+            return
         n += 1
         if line.endswith(b"\n"):
             body = line[:-1].removesuffix(b"\r")

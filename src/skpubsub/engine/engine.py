@@ -23,12 +23,12 @@ from ..core.layouts import Heap, heap
 from ..core.columns import segment_items
 from ..core.vocab import Vocabulary
 from ..index.registry import check_parameters, make_index
-from ..io.events import RANGE, Event, Pub, Sub, Unsub
+from ..io.events import RANGE, Event, Pub, Sub, SubBlock, Unsub, events_of
 from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import insert_newest, remove
 from ..results.refill import POOL, refill_of
 from ..store.objects import AliveStore, ObjectTable, PubColumns
-from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable
+from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable, _any_given
 from .messages import Adopt, Backfill, Drop, Tick
 
 
@@ -106,21 +106,23 @@ class Engine:
                 return []
         return self.apply_columnar(events).to_list()
 
-    def apply_columnar(self, events: Iterable[Event]) -> NoteBatch:
+    def apply_columnar(self, events: Iterable[Event | SubBlock]) -> NoteBatch:
         """``apply``, with the compiled path's notifications kept as columns (``to_list()``
-        makes the objects)."""
+        makes the objects). ``events`` may hold :class:`SubBlock` s (runs of subscriptions
+        as columns, from ``Gate.admit_block``), each as the events it holds."""
         out = NoteBatch()
         if not self.compiled:
-            for ev in events:
+            for ev in events_of(events):
                 out.extend(self.apply_one(ev))
             self._recycle_keywords()
             return out
         from .driver import publish_pubs
 
         run: list[Pub] = []
-        subs: list[Sub] = []
+        subs: list = []  # a run of subscriptions: Sub events and SubBlocks
         for ev in events:
-            if isinstance(ev, Pub):
+            cls = type(ev)
+            if cls is Pub:
                 if subs:
                     self._subscribe_many(subs, out)
                     subs = []
@@ -129,13 +131,13 @@ class Engine:
             if run:
                 publish_pubs(self, run, out)
                 run = []
-            if isinstance(ev, Sub):
+            if cls is Sub or cls is SubBlock:
                 subs.append(ev)
                 continue
             if subs:
                 self._subscribe_many(subs, out)
                 subs = []
-            if not (type(ev) is Unsub and self._unsubscribe_one(ev)):
+            if not (cls is Unsub and self._unsubscribe_one(ev)):
                 out.extend(self.apply_one(ev))
         if run:
             publish_pubs(self, run, out)
@@ -183,24 +185,34 @@ class Engine:
         self.free_unreferenced()
         return True
 
-    def _subscribe_many(self, evs: list[Sub], out: NoteBatch) -> None:
-        """A run of subscriptions: at once when nothing is due to leave before the last of
-        them and none starts from alive objects (no window, or none alive): then each
-        would have changed nothing but its own registration. Else one by one."""
-        last = evs[-1].t  # times as given: exact comparisons (SPEC 6)
-        if (len(evs) < 2 or self.external or (self.window.retains and self.alive.count)
-                or self.clock.next_due <= last or any(ev.expires is not None and ev.expires <= last for ev in evs)):
-            for ev in evs:
+    def _subscribe_many(self, parts: list, out: NoteBatch) -> None:
+        """A run of subscriptions (``parts``: Sub events and SubBlocks, in order): at once
+        when nothing is due to leave before the last of them and none starts from alive
+        objects (no window, or none alive): then each would have changed nothing but its
+        own registration. Else one by one. At once means by columns: the run's one
+        ``SubBlock`` (the Gate's, or made of the events) registered without a Python step
+        a subscription."""
+        b = parts[0] if len(parts) == 1 and type(parts[0]) is SubBlock else SubBlock.join(parts)
+        n = len(b)
+        last = b.t[-1]  # times as given: exact comparisons (SPEC 6)
+        exps = b.expires
+        if exps is not None and (n < 2 or not _any_given(exps)):
+            exps = None
+        if (n < 2 or self.external or (self.window.retains and self.alive.count)
+                or self.clock.next_due <= last
+                or (exps is not None and any(e is not None and e <= last for e in exps))):
+            for ev in b:
                 if not self._subscribe_one(ev):
                     out.extend(self.apply_one(ev))
             return
-        kw_ids = self.vocab.ids([w for ev in evs for w in ev.keywords])  # one lookup pass for the run
+        kw_ids = self.vocab.ids(list(chain.from_iterable(b.keywords)))  # one lookup pass for the run
         self._held.append(kw_ids)  # counted at the end of the apply (``_recycle_keywords``)
-        slots = self.subs.add_many(evs, kw_ids)
+        slots = self.subs.add_many(b, kw_ids)
         self.index.insert_many(slots)
-        for ev, s in zip(evs, slots.tolist()):
-            if ev.expires is not None:
-                self.clock.subscribe(ev.expires, ev.seq, s)
+        if exps is not None:
+            for e, q, s in zip(exps, b.seq, slots.tolist()):
+                if e is not None:
+                    self.clock.subscribe(e, q, s)
 
     def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]]) -> list[list[Notification]]:
         """A worker's share of a micro-batch: ``(event or Tick, seqs of objects that leave

@@ -10,8 +10,11 @@ metrics count it as. (Messages between the runtime and its engines live in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
+from itertools import chain, repeat
+from operator import attrgetter
+from typing import Any, Union
 
 import msgspec
 
@@ -80,6 +83,93 @@ class Unsub(msgspec.Struct, frozen=True, gc=False):
 
 
 Event = Union[Pub, Sub, Unsub]
+
+
+_SUB_FIELDS = tuple(Sub.__struct_fields__)  # positional order of Sub
+_SUB_DEFAULTS = dict(zip(_SUB_FIELDS[len(_SUB_FIELDS) - len(Sub.__struct_defaults__):], Sub.__struct_defaults__))
+
+
+class SubBlock(Sequence):
+    """A run of subscriptions as columns, one list (or ``range``) a field of :class:`Sub`,
+    in stream order: what the Gate makes of a block of subscription lines it judged by
+    columns, and what the engine registers at once (``SubTable.add_many``) without a
+    ``Sub`` a record. A column that is None holds the field's default for every record
+    (a range block has no ``x``, ``y``, ``k``, ...; a block without expiries no
+    ``expires``). As a sequence it is its ``Sub`` events, made only when asked for
+    (``block[i]``, iteration); ``block[i:j]`` is the columns' slice. ``kind``: the one
+    kind of every record, or None when they differ (then ``kinds`` lists them)."""
+
+    __slots__ = _SUB_FIELDS + ("one_kind",)
+
+    def __init__(self, **cols: Any) -> None:
+        n = len(cols["seq"])
+        for f in _SUB_FIELDS:
+            v = cols.get(f)
+            if v is not None and len(v) != n:
+                raise ValueError(f"column {f} has {len(v)} values, seq {n}")
+            setattr(self, f, v)
+        kinds = self.kind
+        self.one_kind = kinds[0] if n and kinds.count(kinds[0]) == n else None
+
+    @classmethod
+    def of(cls, subs: list[Sub]) -> "SubBlock":
+        """The columns of ``subs`` (a column of defaults left None). O(n) in C loops."""
+        cols: dict[str, Any] = {f: list(map(attrgetter(f), subs)) for f in _SUB_FIELDS}
+        for f in ("rect", "weights", "expires"):  # None by default: a column of None is left out
+            col = cols[f]
+            if col.count(None) == len(col):
+                cols[f] = None
+        return cls(**cols)
+
+    @classmethod
+    def join(cls, parts: list["SubBlock | Sub"]) -> "SubBlock":
+        """One block of consecutive ``parts`` (blocks, or single ``Sub`` events)."""
+        blocks = [p if type(p) is SubBlock else cls.of([p]) for p in parts]
+        if len(blocks) == 1:
+            return blocks[0]
+        cols: dict[str, Any] = {}
+        for f in _SUB_FIELDS:
+            got = [getattr(b, f) for b in blocks]
+            if all(c is None for c in got):
+                cols[f] = None
+            else:
+                d = _SUB_DEFAULTS.get(f)
+                cols[f] = list(chain.from_iterable(repeat(d, len(b)) if c is None else c
+                                                   for b, c in zip(blocks, got)))
+        return cls(**cols)
+
+    def column(self, f: str) -> Any:
+        """Field ``f`` of every record: its column, or its default repeated when None."""
+        c = getattr(self, f)
+        return repeat(_SUB_DEFAULTS[f], len(self.seq)) if c is None else c
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def __iter__(self):
+        return map(Sub, *map(self.column, _SUB_FIELDS))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            out = SubBlock.__new__(SubBlock)
+            for f in _SUB_FIELDS:
+                c = getattr(self, f)
+                setattr(out, f, None if c is None else c[i])
+            out.one_kind = self.one_kind if len(out.seq) else None
+            if out.one_kind is None and len(out.seq):
+                kinds = out.kind
+                out.one_kind = kinds[0] if kinds.count(kinds[0]) == len(kinds) else None
+            return out
+        return Sub(*(_SUB_DEFAULTS[f] if c is None else c[i]
+                     for f, c in zip(_SUB_FIELDS, map(self.__getattribute__, _SUB_FIELDS))))
+
+    def __repr__(self) -> str:
+        return f"SubBlock({len(self)} subscriptions, kind={self.one_kind})"
+
+
+def events_of(items) -> list:
+    """``items`` (events and :class:`SubBlock` s) as the events they are, in order."""
+    return list(chain.from_iterable(it if type(it) is SubBlock else (it,) for it in items))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from itertools import chain, count, filterfalse, islice, repeat
+from itertools import chain, count, filterfalse, islice
 from operator import attrgetter, itemgetter, le
 from typing import Any
 
@@ -21,7 +21,7 @@ import numpy as np
 from msgspec import UNSET
 
 from ..core.config import Space, Window
-from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, Unsub, op_label
+from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, SubBlock, Unsub, op_label
 from . import fastline
 from .keywords import normalise, normalise_keywords, split_text
 
@@ -396,9 +396,12 @@ class Gate:
             return Rejection(line, str(exc), raw.decode("utf-8", "replace"), exc.label)
         return self.admit(rec, line, raw)
 
-    def admit_block(self, first: int, lines: bytes | list[bytes | None], n: int | None = None) -> list[Event | Rejection]:
+    def admit_block(self, first: int, lines: bytes | list[bytes | None],
+                    n: int | None = None) -> list[Event | Rejection] | SubBlock:
         """``admit_line`` of each of ``lines``, numbered from ``first``: the same events and
-        rejections in the same order, at a fraction of the cost a line (see io/NOTES.md).
+        rejections in the same order, at a fraction of the cost a line (see io/NOTES.md);
+        a block of subscriptions judged by columns comes as their :class:`SubBlock` (a
+        sequence of the same ``Sub`` events, kept as columns).
         ``lines``: a list as ``stream_lines`` gives them, or (``stream_blocks``) the bytes
         of lines without CR joined by ``\n``; ``n``, how many (counted when not given).
 
@@ -444,10 +447,11 @@ class Gate:
         return [self.admit_line(raw, line) if rec is None else admit(rec, raw, line)
                 for line, raw, rec in zip(count(first), lines, recs)]
 
-    def _columns(self, first: int, recs: list) -> list[Event] | None:
+    def _columns(self, first: int, recs: list) -> list[Event] | SubBlock | None:
         """The events of a block of decoded records when the block is one op (``pub``) or one
         kind of ``sub`` (``range``, ``knn``) and every record passes, judged by columns; None
-        (and nothing changed) when any record needs a closer look. Each test is the one
+        (and nothing changed) when any record needs a closer look. Subscriptions are handed
+        on as their columns (a :class:`SubBlock`, no ``Sub`` a record), objects as a list. Each test is the one
         ``fastline.event`` and ``_admit_decoded`` make of one record, over the column, with
         C loops (``map``, ``min``, set operations) instead of a Python step a record."""
         ops = set(map(_OP, recs))
@@ -496,14 +500,16 @@ class Gate:
                             and all(map(le, map(_Y1, rects), map(_Y2, rects)))):
                         return None
                     match_all = list(map(_MATCH_ALL_RANGE.__getitem__, map(_MATCH, recs)))
-                    out = list(map(Sub, seqs, ids, ts, repeat(RANGE), kws, match_all, rects))
+                    out = SubBlock(seq=seqs, id=ids, t=ts, kind=[RANGE] * len(ids), keywords=kws,
+                                   match_all=match_all, rect=rects)
                 elif kind == KNN:
                     xs, ys, ks = list(map(_X, recs)), list(map(_Y, recs)), list(map(_K, recs))
                     min(ks)  # an UNSET k (the decoder has held the others to 1..MAX_K)
                     if not _inside(space, xs, ys):
                         return None
                     match_all = list(map(_MATCH_ALL_KNN.__getitem__, map(_MATCH, recs)))
-                    out = list(map(Sub, seqs, ids, ts, repeat(KNN), kws, match_all, repeat(None), xs, ys, ks))
+                    out = SubBlock(seq=seqs, id=ids, t=ts, kind=[KNN] * len(ids), keywords=kws,
+                                   match_all=match_all, x=xs, y=ys, k=ks)
                 else:
                     return None
                 size = len(active)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
-from ..io.events import Pub, Rejection, Sub, Unsub
+from ..io.events import Pub, Rejection, Sub, SubBlock, Unsub, events_of
 from ..io.lines import stream_blocks, stream_lines
 from ..io.sinks import RunWriter
 from ..io.validate import Gate
@@ -29,9 +29,11 @@ class _Single:
         self.engine = engine
 
     def apply(self, events):
-        """Notifications as columns where the engine has them (the writer formats them)."""
+        """Notifications as columns where the engine has them (the writer formats them).
+        ``events`` may hold ``SubBlock`` s: the engine with columns registers them as they
+        are, another (the reference) is given their events."""
         apply = getattr(self.engine, "apply_columnar", None)
-        return apply(events) if apply is not None else self.engine.apply(events)
+        return apply(events) if apply is not None else self.engine.apply(events_of(events))
 
     def results(self):
         return self.engine.all_results()
@@ -109,11 +111,12 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     start = time.perf_counter()
     apply_s = 0.0
     with open(path, "rb") as f:
-        batch: list = []
+        batch: list = []  # events, and SubBlocks of several (single engine)
+        size_of = 0  # events in the batch
         done = 0
 
         def flush() -> None:
-            nonlocal apply_s
+            nonlocal apply_s, size_of
             if engine is None:  # still reading O_init: events wait in the batch
                 return
             t0 = time.perf_counter()
@@ -121,6 +124,7 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
             apply_s += time.perf_counter() - t0
             writer.notifications(notes)
             batch.clear()
+            size_of = 0
 
         def start_plan() -> None:
             nonlocal engine
@@ -158,16 +162,22 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                         else:
                             accepted[ev.label] += 1
                             batch.append(ev)
-                            if len(batch) >= batch_size:
+                            size_of += 1
+                            if size_of >= batch_size:
                                 flush()
                 else:
                     accepted[label] += len(out)  # a block of one kind, no rejection
+                    whole = type(out) is SubBlock  # columns: a slice is one item of the batch
                     i, n = 0, len(out)
                     while i < n:  # fill the batch to batch_size, flush, go on
-                        j = min(n, i + max(1, batch_size - len(batch)))
-                        batch.extend(out[i:j])
+                        j = min(n, i + max(1, batch_size - size_of))
+                        if whole:
+                            batch.append(out[i:j])
+                        else:
+                            batch.extend(out[i:j])
+                        size_of += j - i
                         i = j
-                        if len(batch) >= batch_size:
+                        if size_of >= batch_size:
                             flush()
                 if bar is not None:
                     bar.update(f.tell() - done)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from itertools import chain, repeat
-from operator import attrgetter, is_not
+from operator import is_not
 
 import numpy as np
 
-from ..io.events import KNN, RANGE, TOPK, Sub
+from ..io.events import KNN, RANGE, TOPK, Sub, SubBlock
 from ..core.layouts import Laid, Subs, cached
 from ..core.columns import NO_IDS, Columns, SegmentPool, as_index, grow_ids, put_ids, segment_items
 from ..core.scoring import unit_weights
@@ -154,58 +154,69 @@ class SubTable(Laid):
         kb = self.__dict__.setdefault("_kb", {})[k] = min(4 * k, max(k, math.ceil(self.kmax * k)))
         return kb
 
-    def add_many(self, evs: list[Sub], kw_ids: list[int]) -> np.ndarray:
-        """``add`` of each event in turn, the columns written for all at once (``kw_ids``: the
-        events' keyword ids one after another); returns the slots. Column by column: each
-        field read off the events by one ``fromiter`` over ``attrgetter`` (C loops, no list)
-        and written to the record field through a slice when the slots are fresh, O(n) with
-        a dozen passes in C (per-event list comprehensions and scatters cost 1.4-1.7 s per
-        1M subscriptions, now about 0.8)."""
+    def add_many(self, evs: SubBlock | list[Sub], kw_ids) -> np.ndarray:
+        """``add`` of each subscription in turn, the columns written for all at once;
+        returns the slots. ``evs``: a :class:`SubBlock` (the Gate's columns), or ``Sub``
+        events, whose columns are read off first (``SubBlock.of``: one path); ``kw_ids``:
+        their keyword ids one after another (a list or an int array). Column by column,
+        each converted by one C call and written to the record field through a slice when
+        the slots are fresh: O(n) with a dozen C passes, no Python step a subscription."""
+        b = evs if type(evs) is SubBlock else SubBlock.of(evs)
         c = self.cols
-        n = len(evs)
+        n = len(b)
         slots = c.add_many(n)
         at = as_index(slots)
-        ids = list(map(attrgetter("id"), evs))
+        ids = b.id
         self.ids = put_ids(self.ids, slots, ids)
         self.slot_of.update(zip(ids, range(at.start, at.stop) if isinstance(at, slice) else slots.tolist()))
         c.active[at] = True
-        kind = np.fromiter(map(KIND_CODE.__getitem__, map(attrgetter("kind"), evs)), np.int8, n)
-        c.kind[at] = kind
-        c.match_all[at] = np.fromiter(map(attrgetter("match_all"), evs), np.bool_, n)
-        c.seq[at] = np.fromiter(map(attrgetter("seq"), evs), np.int64, n)
-        if _any_given(map(attrgetter("expires"), evs)):
-            c.expires[at] = np.fromiter((math.inf if ev.expires is None else ev.expires for ev in evs), np.float64, n)
+        one = b.one_kind
+        if one is not None:  # the Gate's blocks: one kind
+            code = KIND_CODE[one]
+            c.kind[at] = code
+            kind = np.full(n, code, dtype=np.int8)
+        else:
+            kind = np.fromiter(map(KIND_CODE.__getitem__, b.kind), np.int8, n)
+            c.kind[at] = kind
+        c.match_all[at] = np.fromiter(b.match_all, np.bool_, n)
+        seq = b.seq
+        c.seq[at] = np.arange(seq.start, seq.stop, seq.step) if type(seq) is range else np.fromiter(seq, np.int64, n)
+        if b.expires is not None and _any_given(b.expires):
+            c.expires[at] = np.fromiter((math.inf if e is None else e for e in b.expires), np.float64, n)
         else:
             c.expires[at] = math.inf
-        lens = np.fromiter(map(len, map(attrgetter("keywords"), evs)), np.int64, n)
+        lens = np.fromiter(map(len, b.keywords), np.int64, n)
         offs = self.kw.put_many("id", lens, kw_ids)
         c.kw_off[at], c.kw_len[at] = offs, lens
         self.max_kw = max(self.max_kw, int(lens.max()))
         rng = kind == K_RANGE
-        nrng = int(np.count_nonzero(rng))
+        nrng = n if one == RANGE else 0 if one is not None else int(np.count_nonzero(rng))
         if nrng:
-            some = evs if nrng == n else [ev for ev, r in zip(evs, rng.tolist()) if r]
-            rect = np.fromiter(chain.from_iterable(map(attrgetter("rect"), some)), np.float64, 4 * nrng)
-            rect = rect.reshape(nrng, 4)
+            rects = b.rect if nrng == n else [r for r, g in zip(b.rect, rng.tolist()) if g]
+            rect = np.fromiter(chain.from_iterable(rects), np.float64, 4 * nrng).reshape(nrng, 4)
             rs = at if nrng == n else slots[rng]
             c.rx1[rs], c.ry1[rs], c.rx2[rs], c.ry2[rs] = rect.T
         if nrng < n:  # kNN and top-k: their unit weights and result segments
-            nr = np.flatnonzero(~rng)
-            ranked, rs = (evs, at) if not nrng else ([evs[i] for i in nr.tolist()], slots[nr])
-            m = len(ranked)
-            c.x[rs] = np.fromiter(map(attrgetter("x"), ranked), np.float64, m)
-            c.y[rs] = np.fromiter(map(attrgetter("y"), ranked), np.float64, m)
-            c.alpha[rs] = np.fromiter(map(attrgetter("alpha"), ranked), np.float64, m)
-            k = np.fromiter(map(attrgetter("k"), ranked), np.int64, m)
+            nr = None if not nrng else np.flatnonzero(~rng)
+            pick = (lambda col: col) if nr is None else (lambda col: [col[i] for i in nr.tolist()])
+            rs = at if nr is None else slots[nr]
+            m = n - nrng
+            c.x[rs] = np.fromiter(pick(b.x), np.float64, m)
+            c.y[rs] = np.fromiter(pick(b.y), np.float64, m)
+            c.alpha[rs] = 0.0 if b.alpha is None else np.fromiter(pick(b.alpha), np.float64, m)
+            k = np.fromiter(pick(b.k), np.int64, m)
             kb = self.buffer_size(k)
             c.k[rs], c.kb[rs] = k, kb
             self.max_k, self.max_kb = max(self.max_k, int(k.max())), max(self.max_kb, int(kb.max()))
             c.res_off[rs] = self.res.alloc_many(kb)
-            self._unit_weights_many(ranked, offs[nr], lens[nr])
+            weights = None if b.weights is None else pick(b.weights)
+            self._unit_weights_many(weights, offs if nr is None else offs[nr], lens if nr is None else lens[nr])
         return slots
 
-    def _unit_weights_many(self, ranked: list[Sub], offs: np.ndarray, lens: np.ndarray) -> None:
-        """The unit weight vectors of ``ranked`` (keyword segments at ``offs``, ``lens``):
+    def _unit_weights_many(self, weights: list | None, offs: np.ndarray, lens: np.ndarray) -> None:
+        """The unit weight vectors of the ranked subscriptions of ``weights`` (their given
+        weights, None for none; or None for no weights given at all; keyword segments at
+        ``offs``, ``lens``):
         ``_unit``'s values, those of subscriptions without weights looked up in a table by
         (length, position) for all at once, the others one by one."""
         idx, owner = segment_items(offs, lens)
@@ -215,8 +226,7 @@ class SubTable(Laid):
             table[ln, :ln] = _unit(None, ln)
         within = idx - np.repeat(offs, lens)
         self.kw.ws[idx] = table[lens[owner], within]
-        weights = list(map(attrgetter("weights"), ranked))
-        if _any_given(weights):
+        if weights is not None and _any_given(weights):
             for i, w in enumerate(weights):
                 if w is not None:
                     off, ln = int(offs[i]), int(lens[i])

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from skpubsub.core.layouts import Rows, note_cols
 from skpubsub.engine.engine import Engine
 from skpubsub.io.sinks import json_line, result_line, result_record
-from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, net_changes, note_line, note_lines
+from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, group_rows, net_changes, note_line, note_lines
 from skpubsub.testing.conformance import validate
 from skpubsub.testing.streams import random_stream
 
@@ -221,3 +221,67 @@ def test_compiled_writer_writes_the_formatter_s_lines(notes, reused):
 def test_result_lines_are_json_dumps_lines(sid, ids):
     """``results.jsonl`` lines from the values' encodings are ``json_line``'s bytes."""
     assert result_line(sid, ids) == json_line(result_record(sid, ids))
+
+
+def _rows_of(pubs: list[int], slots: list[int]) -> Rows:
+    n = len(pubs)
+    return Rows(np.array(pubs, dtype=np.int64), np.array(slots, dtype=np.int64), np.arange(n, dtype=np.int64),
+                np.arange(n, dtype=np.int64) - 5, np.arange(n) * 0.5, np.arange(n) * 0.25,
+                (np.arange(n) % 2).astype(np.int8))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 80)), min_size=1, max_size=6),
+       st.lists(st.integers(0, 6), min_size=12, max_size=12), st.randoms(use_true_random=False))
+def test_group_rows_is_the_stable_lexsort(runs, sseq, rnd):
+    """``group_rows`` orders rows as ``np.lexsort((seq of slot, pub))`` does, stably (equal
+    seqs keep their order), for a pub's rows below and above the insertion-sort bound."""
+    pubs, slots = [], []
+    for i, (step, m) in enumerate(runs):
+        p = (pubs[-1] if pubs else 0) + step
+        pubs += [p] * m
+        slots += [rnd.randrange(12) for _ in range(m)]
+    if not pubs:
+        return
+    seq = np.array(sseq, dtype=np.int64)
+    rows = _rows_of(pubs, slots)
+    n = len(pubs)
+    out = _rows_of([0] * n, [0] * n)
+    assert group_rows(rows, n, seq, np.empty(n, dtype=np.int64), out)
+    keep = np.lexsort((seq[rows.s], rows.i))
+    for got, col in zip(out, rows):
+        assert (got == col[keep]).all()
+
+
+def test_group_rows_refuses_pubs_out_of_order():
+    rows = _rows_of([0, 2, 1], [0, 1, 2])
+    out = _rows_of([7, 7, 7], [7, 7, 7])
+    assert not group_rows(rows, 3, np.arange(3), np.empty(3, dtype=np.int64), out)
+    assert (out.i == 7).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), _notifications), max_size=12),
+       st.lists(_times, min_size=4, max_size=4))
+@example([(0, Match("a", 0, 1)), (1, Match("a", 0, 1))], [1, 1.0, 2, 3])  # equal times, int and float
+def test_run_times_by_pub_are_the_given_times(notes, times):
+    """Notes whose times are the run's (``times[pub]``, boxed only when asked for) read and
+    write as the same notes with their times given one by one."""
+    notes = sorted(notes, key=lambda pn: pn[0])
+    pubs = np.array([p for p, _ in notes], dtype=np.int64)
+    timed = [Match(n.sub, times[p], n.object) if isinstance(n, Match) else Change(n.sub, times[p], n.added, n.removed)
+             for p, n in notes]
+    eager = _as_columns(timed)
+    lazy = _as_columns(timed)
+    lazy.pub, lazy._t, lazy.times = pubs, None, tuple(times)
+    objects: dict = {}
+
+    def slots(values: list, key: dict) -> np.ndarray:
+        return np.array([key.setdefault((type(v), repr(v)), len(key)) for v in values], dtype=np.int64)
+
+    lazy.codes = (slots(lazy.sub.tolist(), {}), slots(lazy.added.tolist(), objects), slots(lazy.removed.tolist(), objects))
+    assert lazy.to_list() == eager.to_list() == timed
+    want = "".join(note_line(n) for n in timed)
+    assert lazy.json_block() == want
+    assert "".join(lazy.json_lines()) == want
+    assert [type(t) for t in lazy.t.tolist()] == [type(n.t) for n in timed]

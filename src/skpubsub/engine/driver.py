@@ -19,7 +19,7 @@ import numpy as np
 from ..core import layouts as L
 from ..index.aoiq import probe_room
 from ..index.prefix import NC
-from ..io.notifications import Notes, net_changes
+from ..io.notifications import Notes, group_rows, net_changes
 from ..store.objects import pub_columns
 from ..core.clock import RunPlan
 from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_EVICT, C_LIVE_ADD, C_LIVE_DROP, C_MISS, C_NEED,
@@ -228,16 +228,16 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
         left = d_all[(rows.r[:n] == 0) & (d_all >= 0)]  # pushed past k: out of a buffer of k
         if len(left):
             eng.forget(left.tolist())
-        keep = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
+        ordered = L.rows(n)
+        if not group_rows(rows, n, sc.seq, np.empty(n, dtype=np.int64), ordered):  # never expected
+            keep = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
+            ordered = L.Rows(*(col[:n][keep] for col in rows))
         nc = L.note_cols(n)
-        ordered = L.Rows(rows.i[keep], rows.s[keep], rows.a[keep], rows.d[keep], rows.ka[keep], rows.kd[keep], rows.r)
         c = net_changes(ordered, eng.objs.cols.seq, nc, np.empty(2 * n))
         oids = eng.objs.ids
-        boxed = np.empty(len(times), dtype=object)
-        boxed[:] = times  # as given: an int stays an int (SPEC 6 "Times")
-        notes = Notes(nc.i[:c], eng.subs.ids[nc.s[:c]], boxed[nc.i[:c]], nc.match[:c], nc.add_off[: c + 1],
+        notes = Notes(nc.i[:c], eng.subs.ids[nc.s[:c]], None, nc.match[:c], nc.add_off[: c + 1],
                       oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]],
-                      codes=(nc.s[:c], nc.add_obj[: nc.add_off[c]], nc.rem_obj[: nc.rem_off[c]]))
+                      codes=(nc.s[:c], nc.add_obj[: nc.add_off[c]], nc.rem_obj[: nc.rem_off[c]]), times=times)
         if isinstance(out, list):
             out.extend(notes.to_list())
         else:

@@ -155,7 +155,15 @@ def block(notes) -> str | None:
     objs = np.concatenate([a_slot, r_slot])
     ids = np.concatenate([notes.added, notes.removed])
     groups, codes = [], []
-    for slots, values in ((s_slot, notes.sub), (notes.pub, notes.t), (objs, ids)):
+    for slots, values in ((s_slot, notes.sub), (notes.pub, notes.times), (objs, ids)):
+        if values is notes.times:
+            if values is None:  # times given per notification
+                values = notes.t
+            else:  # the run's times by pub index: no check needed
+                pubs, inv = np.unique(slots, return_inverse=True)
+                groups.append([values[p] for p in pubs.tolist()])
+                codes.append(inv.reshape(-1))
+                continue
         _, first, inv = np.unique(slots, return_index=True, return_inverse=True)
         firsts = values[first]
         if not (firsts[inv] == values).all():  # cheap insurance: a slot reused within the run

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
+import numpy as np
 from numba import njit
 
 from .encode import json_line, json_text, json_value
@@ -108,6 +109,53 @@ def _cancel(objs, keys, koff, lo, hi, o):
     return False
 
 
+SMALL = 32  # a pub's rows up to this many are sorted in place (insertion), more by a merge sort
+
+
+@njit(cache=True)
+def group_rows(rows, n, sseq, perm, out):
+    """``rows[:n]`` (the publish kernel's, pubs in order) into ``out[:n]`` ordered by (pub,
+    subscription seq ``sseq[slot]``), stably: each pair's rows stay in the order they
+    happened (what ``net_changes`` takes). The kernel emits a pub's rows together and the
+    pubs in order, so only each pub's rows are sorted, by one int64 key (``perm``: scratch
+    of ``n``). Returns False, writing nothing, if the pubs are out of order."""
+    I, S = rows.i, rows.s
+    for j in range(1, n):
+        if I[j] < I[j - 1]:
+            return False
+    j = 0
+    while j < n:
+        e = j + 1
+        while e < n and I[e] == I[j]:
+            e += 1
+        if e - j <= SMALL:
+            for a in range(j, e):
+                p = a
+                k = sseq[S[a]]
+                b = a - 1
+                while b >= j and sseq[S[perm[b]]] > k:  # strict: equal keys keep their order
+                    perm[b + 1] = perm[b]
+                    b -= 1
+                perm[b + 1] = p
+        else:
+            keys = np.empty(e - j, dtype=np.int64)
+            for a in range(j, e):
+                keys[a - j] = sseq[S[a]]
+            perm[j:e] = np.argsort(keys, kind="mergesort") + j
+        j = e
+    oi, os_, oa, od, oka, okd, orr = out
+    for a in range(n):
+        p = perm[a]
+        oi[a] = I[p]
+        os_[a] = S[p]
+        oa[a] = rows.a[p]
+        od[a] = rows.d[p]
+        oka[a] = rows.ka[p]
+        okd[a] = rows.kd[p]
+        orr[a] = rows.r[p]
+    return True
+
+
 @njit(cache=True)
 def net_changes(rows, oseq, out, tmp_key):
     """``rows`` (the publish kernel's, :class:`skpubsub.core.layouts.Rows`) sorted by (pub,
@@ -176,12 +224,23 @@ class Notes:
     and ``t`` per notification, ``match`` (a range match, ``added`` its one object), and
     the added / removed object ids as CSR lists (``add_off``/``added``, ``rem_off``/``removed``)."""
 
-    __slots__ = ("pub", "sub", "t", "match", "add_off", "added", "rem_off", "removed", "codes")
+    __slots__ = ("pub", "sub", "_t", "times", "match", "add_off", "added", "rem_off", "removed", "codes")
 
-    def __init__(self, pub, sub, t, match, add_off, added, rem_off, removed, codes=None) -> None:
-        self.pub, self.sub, self.t, self.match = pub, sub, t, match
+    def __init__(self, pub, sub, t, match, add_off, added, rem_off, removed, codes=None, times=None) -> None:
+        self.pub, self.sub, self._t, self.match = pub, sub, t, match
         self.add_off, self.added, self.rem_off, self.removed = add_off, added, rem_off, removed
         self.codes = codes  # (sub slots, added object slots, removed object slots): json_block's keys
+        # ``t`` None: the times are the run's, ``times[pub]``, boxed only when asked for (the
+        # compiled writer encodes each pub's time once, never per notification).
+        self.times = times
+
+    @property
+    def t(self):
+        if self._t is None:
+            boxed = np.empty(len(self.times), dtype=object)
+            boxed[:] = self.times  # as given: an int stays an int (SPEC 6 "Times")
+            self._t = boxed[self.pub]
+        return self._t
 
     def __len__(self) -> int:
         return len(self.sub)

@@ -42,6 +42,33 @@ def test_append_many_equals_appends_in_turn():
     a._check()
 
 
+def test_append_many_of_mostly_distinct_keys_equals_appends_in_turn():
+    """What ``run``'s batches give ``append_many``: nearly every key of a call a different list,
+    new or long open with its tail block at any fill (``_append_runs``' three passes, its
+    prefetches ``AHEAD`` runs early), over many calls and growths of every array."""
+    rng = np.random.default_rng(11)
+    a, b = P.PostingStore(4, 8), P.PostingStore(4, 8)
+    for rnd in range(12):
+        n = int(rng.integers(1, 4000))
+        keys = rng.integers(-3000, 30000, size=n).astype(np.int64)
+        keys[: n // 10] = keys[0]  # one long run among the short ones
+        rng.shuffle(keys)
+        ents = rng.integers(0, 2**40, size=n).astype(np.int64)
+        a.append_many(keys, ents)
+        b.reserve(n, n)
+        for k, e in zip(keys.tolist(), ents.tolist()):
+            P.append(b.plain, k, e)
+        for k in rng.choice(keys, size=3).tolist():  # empty a few lists: their ids and blocks are reused
+            p, q = P.lookup(a.h_keys, a.h_vals, k), P.lookup(b.h_keys, b.h_vals, k)
+            if p >= 0:
+                m = len(a.contents()[k])
+                P.truncate(a.arrays, p, -1, 0, m)
+                P.truncate(b.arrays, q, -1, 0, m)
+        ca, cb = a.contents(), b.contents()
+        assert ca.keys() == cb.keys() and all(np.array_equal(ca[k], cb[k]) for k in ca), rnd
+        a._check()
+
+
 def _subs(n, seed=3, weights=False):
     rng = np.random.default_rng(seed)
     words = [f"w{i}" for i in range(40)]

@@ -13,7 +13,10 @@ a call that may append.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .columns import grown
 from .layouts import Postings, cached
@@ -119,8 +122,8 @@ class PostingStore:
         _stable_runs(order, starts)
         self.reserve(len(starts) - 1, n)
         first = sk[starts[:-1]]
-        home = (first.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & np.uint64(len(self.h_keys) - 1)
-        _append_runs(self.plain, first, starts, np.argsort(home), ents[order])
+        home = ((first.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & np.uint64(len(self.h_keys) - 1)).view(np.int64)
+        _append_runs(self.plain, first, starts, np.argsort(home), home, ents[order], np.empty(2 * len(first), dtype=np.int64))
 
     @property
     def arrays(self) -> Postings:
@@ -465,15 +468,54 @@ def _stable_runs(order, starts):
             order[j + 1] = v
 
 
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Ask for the cache line of ``arr[idx]`` ahead of its use (``llvm.prefetch``: for a
+    write, kept in all cache levels); a hint only, so an index past the end does no harm."""
+    sig = types.void(arr, types.intp)
+
+    def codegen(context, builder, sig, args):
+        ary = context.make_array(sig.args[0])(context, builder, args[0])
+        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]),
+                                            "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8")
+        builder.call(fn, [ptr, i32(1), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+AHEAD = 16  # runs ahead that _append_runs asks for the lines it will touch
+
+
 @njit(cache=True)
-def _append_runs(st, first, starts, korder, ents):
+def _append_runs(st, first, starts, korder, home, ents, at):
     """Append ``ents[starts[r]:starts[r + 1]]`` to the list of key ``first[r]`` for each run
-    ``r`` in ``korder`` (room reserved): ``append``'s result, one probe per key."""
+    ``r`` in ``korder`` (room reserved): ``append``'s result, one probe per key (``home``:
+    each key's hash slot). In three passes over the runs (``at``: scratch, two per run): the
+    list of each key (the hash probes), its tail block and fill, then the writes, the first
+    and last asking ``AHEAD`` runs early for the lines they will touch (``_prefetch``). One pass
+    doing all three per run waited on a cache miss at each step (NOTES.md, bulk appends)."""
     h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv = st
-    for r in korder:
-        p = _list_of(st, first[r])
-        t = p_tail[p]
-        f = p_fill[p]
+    nr = len(korder)
+    for i in range(nr):
+        if i + AHEAD < nr:
+            h = home[korder[i + AHEAD]]
+            _prefetch(h_keys, h)
+            _prefetch(h_vals, h)
+        at[i] = _list_of(st, first[korder[i]])
+    for i in range(nr):  # each list's tail block and fill: (tail + 1) * (B + 1) + fill
+        p = at[i]
+        at[nr + i] = (np.int64(p_tail[p]) + 1) * (B + 1) + p_fill[p]
+    for i in range(nr):
+        if i + AHEAD < nr and at[nr + i + AHEAD] > B:  # a tail block to write into
+            tf = at[nr + i + AHEAD]
+            _prefetch(blk_data, (tf // (B + 1) - 1) * B + tf % (B + 1))
+        r = korder[i]
+        p = at[i]
+        t = at[nr + i] // (B + 1) - 1
+        f = at[nr + i] % (B + 1)
         for j in range(starts[r], starts[r + 1]):
             if t < 0 or f == B:
                 b = _new_block(blk_next, blk_free, meta)
@@ -487,7 +529,7 @@ def _append_runs(st, first, starts, korder, ents):
             f += 1
         p_tail[p] = t
         p_fill[p] = f
-        meta[M_ENTRIES] += starts[r + 1] - starts[r]
+    meta[M_ENTRIES] += starts[nr] - starts[0]
 
 
 @njit(cache=True)

@@ -52,21 +52,30 @@ def _tokens(s, subs, grid, out):
     frequent keyword, else its keywords. (``grid.prefix`` is on while the index holds
     prefix-filtered top-k slots, so with a top-k slot in hand it says the index filters.)"""
     r = subs.rec[s]
-    if grid.slots[s].tok >= 0:
-        out[0] = grid.slots[s].tok
+    tok = grid.slots[s].tok
+    if tok < 0 and grid.prefix and r.kind == K_TOPK:  # its keyword classes at the posted rule (prefix filter)
+        return post_tokens(r.kw_off, r.kw_len, subs.kw_id, grid.slots[s].pkth, r.alpha, grid.rb, out)
+    return _plain_tokens(r, tok, subs.kw_id, grid.freq, out)
+
+
+@njit(inline="always", cache=True)
+def _plain_tokens(r, tok, kw_id, freq, out):
+    """``_tokens`` of a slot that is not a prefix-filtered top-k one (record ``r``, token
+    ``tok``), inlined where it is called per slot: a compiled call taking the ``Subs`` and
+    ``Grid`` bundles pays a reference count on each of their twenty-odd arrays each way."""
+    if tok >= 0:
+        out[0] = tok
         return 1
     off, ln = r.kw_off, r.kw_len
-    if grid.prefix and r.kind == K_TOPK:  # its keyword classes at the posted rule (prefix filter)
-        return post_tokens(off, ln, subs.kw_id, grid.slots[s].pkth, r.alpha, grid.rb, out)
     if r.match_all and ln > 1:
         best = off
         for j in range(off + 1, off + ln):
-            if grid.freq[subs.kw_id[j]] < grid.freq[subs.kw_id[best]]:
+            if freq[kw_id[j]] < freq[kw_id[best]]:
                 best = j
-        out[0] = subs.kw_id[best]
+        out[0] = kw_id[best]
         return 1
     for j in range(ln):
-        out[j] = subs.kw_id[off + j]
+        out[j] = kw_id[off + j]
     return ln
 
 
@@ -98,7 +107,7 @@ def regions(slots, subs, grid, ext):
         elif pre:
             n = _tokens(s, subs, grid, np.empty(r.kw_len, dtype=np.int64))
         elif r.match_all:  # posted under one keyword: the kernel's kw0 test
-            n = _tokens(s, subs, grid, one)
+            n = _plain_tokens(r, np.int64(-1), subs.kw_id, grid.freq, one)
             kw0 = one[0]
         else:
             n = r.kw_len
@@ -130,24 +139,37 @@ def post_many(slots, subs, grid, toks):
 @njit(cache=True)
 def entries_of(slots, subs, grid, toks, keys, ents):
     """``post_many``'s (key, entry) pairs, in its order, into ``keys`` and ``ents``: for
-    ``PostingStore.append_many``. Returns how many."""
+    ``PostingStore.append_many``. Returns how many. (``cells.level_key`` with its level's
+    terms taken out of the loop over the cells.)"""
     sl = grid.slots
     lmax = grid.lmax
+    stride = np.int64((4 ** (lmax + 1) - 1) // 3)  # level_key's: cells on all levels
+    kw_id, freq = subs.kw_id, grid.freq
     n = 0
     for s in slots:
-        m = _tokens(s, subs, grid, toks)
+        r = subs.rec[s]
+        tok = sl[s].tok
+        if tok < 0 and grid.prefix and r.kind == K_TOPK:
+            m = _tokens(s, subs, grid, toks)
+        else:
+            m = _plain_tokens(r, tok, kw_id, freq, toks)
         level = np.int64(sl[s].level)
         box = sl[s].box
         entry = (np.int64(s) << 32) | sl[s].epoch
-        for w in toks[:m]:
-            if level < 0:
+        if level < 0:
+            for w in toks[:m]:
                 keys[n] = -(np.int64(w) + 1)
                 ents[n] = entry
                 n += 1
-                continue
-            for cx in range(box[0], box[2] + 1):
-                for cy in range(box[1], box[3] + 1):
-                    keys[n] = level_key(w, level, cx, cy, lmax)
+            continue
+        first = (np.int64(4) ** level - 1) // 3
+        g = np.int64(1) << level
+        x0, y0, x1, y1 = np.int64(box[0]), np.int64(box[1]), np.int64(box[2]), np.int64(box[3])
+        for w in toks[:m]:
+            base = np.int64(w) * stride + first
+            for cx in range(x0, x1 + 1):
+                for cy in range(y0, y1 + 1):
+                    keys[n] = base + cx * g + cy
                     ents[n] = entry
                     n += 1
     return n

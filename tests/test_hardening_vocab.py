@@ -4,6 +4,8 @@ holds and recycles their ids, so an endless vocabulary under a window stays boun
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -85,6 +87,18 @@ def test_a_run_of_ids_equals_id_word_by_word(ops) -> None:
             one.recycle()
         assert run.words == one.words and run._ids == one._ids and run._free == one._free
         run._check()
+        if op == "recycle":  # a snapshot keeps the words as a plain dict; ``ids`` learns again
+            run = pickle.loads(pickle.dumps(run))
+            assert type(run._ids) is dict
+
+
+def test_ids_learns_a_word_once_in_order_of_first_use() -> None:
+    v = Vocabulary()
+    assert v.ids(("b", "a", "b", "c", "a")) == [0, 1, 0, 2, 1] and v.words == ["b", "a", "c"]
+    assert v._ids.get("zz") is None and "zz" not in v._ids and len(v) == 3  # ``get`` does not learn
+    w = pickle.loads(pickle.dumps(v))
+    assert w.ids(("c", "zz")) == [2, 3] and w.words == ["b", "a", "c", "zz"] and w.live == 4
+    w._check()
 
 
 # -- the engine's wiring: ids recycled under a window, results exact -------------------------

@@ -25,13 +25,30 @@ from __future__ import annotations
 import numpy as np
 
 
+class _Known(dict):
+    """word -> id, a word it does not know learnt on lookup (``[]``; ``get`` does not):
+    ``ids`` reads a run's words in one C pass, stepping into Python only at a new word."""
+
+    __slots__ = ("learn",)
+
+    def __init__(self, known: dict, learn) -> None:
+        super().__init__(known)
+        self.learn = learn  # Vocabulary._new
+
+    def __missing__(self, word: str) -> int:
+        return self.learn(word)
+
+    def __reduce__(self):  # pickled as the plain dict it was (snapshots): ``ids`` makes it again
+        return dict, (dict(self),)
+
+
 class Vocabulary:
     """Maps normalised keywords to dense integer ids; counts objects per keyword."""
 
     def __init__(self, slack: int | None = None) -> None:
         self.slack = slack
         self._dormant = 0  # known words nobody holds (only counted with a slack)
-        self._ids: dict[str, int] = {}
+        self._ids: dict[str, int] = _Known({}, self._new)
         self.words: list[str | None] = []
         self.freq = np.zeros(1024, dtype=np.int64)
         self.refs = np.zeros(1024, dtype=np.int64)  # holders per id (acquire/release)
@@ -42,42 +59,33 @@ class Vocabulary:
     def id(self, word: str) -> int:
         """O(1) amortised."""
         i = self._ids.get(word)
-        if i is None:
-            if self._free:
-                i = self._free.pop()
-                self.words[i] = word
-            else:
-                i = len(self.words)
-                self.words.append(word)
-                if i == len(self.freq):
-                    self.freq = np.concatenate([self.freq, np.zeros_like(self.freq)])
-                    self.refs = np.concatenate([self.refs, np.zeros_like(self.refs)])
-            self._ids[word] = i
-            self._dormant += 1  # known, not held yet
+        return self._new(word) if i is None else i
+
+    def _new(self, word: str) -> int:
+        """The id of a word not known (``id``; ``ids`` through ``_Known``)."""
+        if self._free:
+            i = self._free.pop()
+            self.words[i] = word
+        else:
+            i = len(self.words)
+            self.words.append(word)
+            if i == len(self.freq):
+                self.freq = np.concatenate([self.freq, np.zeros_like(self.freq)])
+                self.refs = np.concatenate([self.refs, np.zeros_like(self.refs)])
+        self._ids[word] = i
+        self._dormant += 1  # known, not held yet
         return i
 
     def ids(self, words: tuple[str, ...]) -> list[int]:
-        get = self._ids.get
-        out = list(map(get, words))  # known words at C speed
-        if None in out:  # the distinct new words learnt at once, ids in order of first use
-            self._learn(list(dict.fromkeys(w for w, i in zip(words, out) if i is None)))
-            out = list(map(get, words))
-        return out
-
-    def _learn(self, new: list[str]) -> None:
-        """``id`` of each new word in turn, in a few list calls (objects at new places bring
-        new words by the thousand: a call each was a fifth of a 10k-subscription range run)."""
-        free, words = self._free, self.words
-        reuse = [free.pop() for _ in range(min(len(free), len(new)))]  # as ``id`` pops them
-        for i, w in zip(reuse, new):
-            words[i] = w
-        n = len(words)
-        words.extend(new[len(reuse):])
-        while len(words) > len(self.freq):
-            self.freq = np.concatenate([self.freq, np.zeros_like(self.freq)])
-            self.refs = np.concatenate([self.refs, np.zeros_like(self.refs)])
-        self._ids.update(zip(new, reuse + list(range(n, len(words)))))
-        self._dormant += len(new)  # known, not held yet
+        """The ids of ``words``, new ones learnt in order of first use (``id``). One C pass
+        (``map`` of the dict's lookup) that calls ``id`` only at a word it does not know:
+        on range_1m's 2.57M subscription keywords (70k distinct) 0.37-0.52 s where the old
+        two passes (a lookup pass, the distinct new words learnt at once, the pass
+        again) took 0.78-0.96 and refilling only the new places 0.58-0.73 (interleaved)."""
+        known = self._ids
+        if type(known) is not _Known:  # a snapshot's plain dict
+            known = self._ids = _Known(known, self._new)
+        return list(map(known.__getitem__, words))
 
     def count(self, ids: list[int]) -> None:
         """One more object carries each of ``ids``."""
@@ -112,7 +120,7 @@ class Vocabulary:
 
     def few_ids(self, words: tuple[str, ...]) -> tuple[int, ...]:
         """``ids`` of a few distinct words as a tuple, new ones learnt one by one as
-        ``acquire`` learns them (``_learn`` costs more for one or two): the ids a compiled
+        ``acquire`` learns them: the ids a compiled
         caller then counts as held (``woke``)."""
         get = self._ids.get
         out = tuple(map(get, words))

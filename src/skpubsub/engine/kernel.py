@@ -191,6 +191,19 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
         for c in range(nc):
             s = cands[c]
             ks = kind[s]
+            # The spatial test first: it reads the record the scan brought in, the keyword
+            # test reads the subscription's keywords elsewhere (most candidates fail the
+            # former). Both must pass either way: the order changes no outcome.
+            d2 = 0.0
+            if ks == K_RANGE:
+                if not (rx1[s] <= x <= rx2[s] and ry1[s] <= y <= ry2[s]):
+                    continue
+            else:
+                dx = x - sx[s]
+                dy = y - sy[s]
+                d2 = dx * dx + dy * dy  # scoring.dist2
+                if ks == K_KNN and not d2 <= kth[s]:
+                    continue
             off = kw_off[s]
             ln = kw_len[s]
             if match_all[s] and ln > 1 and not carries_all(okw, kw_id, off, ln):
@@ -198,13 +211,9 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             if foreign[s] and not _shares(okw, kw_id, off, ln):
                 continue  # not found under one of its keywords (another index's, or refilled): SPEC 1 needs one
             if ks == K_RANGE:
-                if rx1[s] <= x <= rx2[s] and ry1[s] <= y <= ry2[s]:
-                    _emit(i, s, o, 0.0, -2, 0.0, 0, rows, counters)
-                    counters[C_AFFECTED] += 1
+                _emit(i, s, o, 0.0, -2, 0.0, 0, rows, counters)
+                counters[C_AFFECTED] += 1
                 continue
-            dx = x - sx[s]
-            dy = y - sy[s]
-            d2 = dx * dx + dy * dy  # scoring.dist2
             if ks == K_KNN:
                 key = d2
             else:

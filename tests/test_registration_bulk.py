@@ -123,3 +123,31 @@ def test_columnar_add_many_equals_add_in_turn():
     assert np.array_equal(a.ids[: a.cols.top], b.ids[: b.cols.top]) and a.slot_of == b.slot_of
     assert (a.max_k, a.max_kb, a.max_kw) == (b.max_k, b.max_kb, b.max_kw)
     a._check()
+
+
+def test_finest_level_is_best_level():
+    """``placing.finest_level`` (regions' plain rule from one box, coarser levels by shifts)
+    gives ``cells.best_level``'s level and box: inside, outside and across the space, on cell
+    boundaries, tiny and huge extents, and the infinite or NaN ones it hands to best_level."""
+    from numba import njit
+
+    from skpubsub.index.cells import best_level
+    from skpubsub.index.placing import _finest_level
+
+    plain = njit(lambda e, g, lmax, mc, o: best_level(e, g, lmax, mc, o))
+    rng = np.random.default_rng(5)
+    for i in range(30000):
+        geo = np.array([-180.0, -90.0, 360.0, 180.0, 400.0]) if i % 2 else np.array([0.0, 0.0, 1.0, 1.0, 1.5])
+        lmax, mc = int(rng.integers(0, 16)), int(rng.integers(1, 9))
+        c = rng.uniform(geo[0] - geo[2] * 0.2, geo[0] + geo[2] * 1.2, 2)
+        h = 10.0 ** rng.uniform(-9, 1) * geo[2] * rng.uniform(0, 1, 2)
+        e = np.array([c[0] - h[0], c[1] - h[1], c[0] + h[0], c[1] + h[1]])
+        if i % 7 == 0:  # corners on cell boundaries of some level
+            g = 1 << int(rng.integers(0, lmax + 1))
+            e[:2] = geo[:2] + geo[2:4] * rng.integers(-1, g + 2, 2) / g
+            e[2:] = e[:2] + geo[2:4] * rng.integers(0, 3, 2) / g
+        if i % 11 == 0:
+            e[rng.integers(0, 4)] = rng.choice([1e300, -1e300, np.inf, -np.inf, 1e17, np.nan])
+        got, want = np.zeros(4, np.int32), np.zeros(4, np.int32)
+        assert _finest_level(e, geo, lmax, mc, got) == plain(e, geo, lmax, mc, want), (e, geo, lmax, mc)
+        assert np.array_equal(got, want), (e, geo, lmax, mc, got, want)

@@ -20,8 +20,8 @@ from numba.core import types
 from numba.experimental import structref
 
 from ..core import postings as P
-from ..store.subscriptions import K_TOPK
-from .cells import extent, level_key
+from ..store.subscriptions import K_RANGE, K_TOPK
+from .cells import best_level, extent, level_key
 from .nodecost import slot_level
 from .pairs import assign_many
 from .prefix import NC, post_tokens, prefix_bounds
@@ -93,11 +93,13 @@ def regions(slots, subs, grid, ext):
         if pre:  # the prefix order follows the frequencies as they are now
             prefix_bounds(r.kw_off, r.kw_len, subs.kw_id, subs.kw_ws, grid.freq, grid.rb)
             sl[s].pkth = r.kth
-        if extent(r, grid.geo[4], ext):
-            level = slot_level(s, subs, grid, ext, box)
-        else:
+        if not extent(r, grid.geo[4], ext):
             level = -1
             box[:] = -1
+        elif r.kind == K_RANGE or grid.theta_n <= 0.0 or len(grid.counts) == 0:  # slot_level's plain rule
+            level = finest_level(ext, grid.geo, grid.lmax, grid.max_cells, box)
+        else:
+            level = slot_level(s, subs, grid, ext, box)
         sl[s].level = level
         sl[s].epoch = (sl[s].epoch + 1) & 0xFFFFFFFF
         sl[s].pending = False
@@ -116,6 +118,46 @@ def regions(slots, subs, grid, ext):
         cells = 1 if level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
         total += n * cells
     return total
+
+
+@njit(inline="always", cache=True)
+def finest_level(ext, geo, lmax, max_cells, out):
+    """``cells.best_level`` (the finest level where ``ext`` covers at most ``max_cells`` cells,
+    its box into ``out``) from one box, the finest level's: a cell index one level up is the
+    index below halved (``cell_of``'s ``(v - lo) * g / width`` scales exactly by powers of
+    two, and floor(x / 2) = floor(floor(x) / 2); the clamp to the grid commutes with the
+    halving), so each coarser level is four shifts, not four divisions and floors. Indices
+    too large for that (|x| >= 2**62, or NaN) take ``best_level`` itself."""
+    g = 1 << lmax
+    x0 = (ext[0] - geo[0]) * g / geo[2]
+    y0 = (ext[1] - geo[1]) * g / geo[3]
+    x1 = (ext[2] - geo[0]) * g / geo[2]
+    y1 = (ext[3] - geo[1]) * g / geo[3]
+    lim = 4.611686018427388e18  # 2**62
+    if not (abs(x0) < lim and abs(y0) < lim and abs(x1) < lim and abs(y1) < lim):
+        return best_level(ext, geo, lmax, max_cells, out)
+    a0 = min(g - 1, max(0, int(math.floor(x0))))
+    b0 = min(g - 1, max(0, int(math.floor(y0))))
+    a1 = min(g - 1, max(0, int(math.floor(x1))))
+    b1 = min(g - 1, max(0, int(math.floor(y1))))
+    level = lmax
+    while level > 0:
+        d = lmax - level
+        if ((a1 >> d) - (a0 >> d) + 1) * ((b1 >> d) - (b0 >> d) + 1) <= max_cells:
+            break
+        level -= 1
+    d = lmax - level
+    out[0] = a0 >> d
+    out[1] = b0 >> d
+    out[2] = a1 >> d
+    out[3] = b1 >> d
+    return level
+
+
+@njit(cache=True)
+def _finest_level(ext, geo, lmax, max_cells, out):
+    """``finest_level`` callable from Python (its test against ``cells.best_level``)."""
+    return finest_level(ext, geo, lmax, max_cells, out)
 
 
 @njit(cache=True)

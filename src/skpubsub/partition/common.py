@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..io.events import Sub
@@ -32,11 +32,22 @@ class AssignedPlan:
 
     ``new_rule(sub, plan) -> (workers, cost)`` places a subscription that was not
     in the initial set; by default, the least-loaded worker with cost 1.
+
+    Bulk (``prepare``): a rule whose costly part does not depend on the plan's state
+    (DkM-SKS's Eq. (5) cost, a loose prefix) splits into ``new_bulk(subs) -> [pre]``,
+    computed for a run of subscriptions at once, and ``new_placed(sub, plan, pre) ->
+    (workers, cost)``, the sequential rest (the least-loaded worker *now*), which
+    ``assign`` applies in turn; ``new_placed(sub, plan, pre)`` must equal
+    ``new_rule(sub, plan)`` (tests/test_partition_bulk.py). A ``pre`` of None: not
+    prepared, ``new_rule`` places it.
     """
 
     def __init__(self, m: int, name: str, assignment: dict[Any, tuple[int, ...]], costs: dict[Any, float],
                  new_rule: Callable[[Sub, "AssignedPlan"], tuple[tuple[int, ...], float]] | None = None,
-                 info: dict | None = None) -> None:
+                 info: dict | None = None,
+                 new_bulk: Callable[[list[Sub]], list] | None = None,
+                 new_placed: Callable[[Sub, "AssignedPlan", Any], tuple[tuple[int, ...], float]] | None = None,
+                 ) -> None:
         self.m = m
         self.name = name
         self._where = dict(assignment)
@@ -46,16 +57,40 @@ class AssignedPlan:
             for w in ws:
                 self._loads[w] += self._cost.get(sid, 1.0) / len(ws)
         self._new_rule = new_rule
+        self._new_bulk, self._new_placed = new_bulk, new_placed
+        self._ready: dict[int, tuple[Sub, Any]] = {}  # id(sub) -> (sub, pre) from prepare
         self.info = info or {}
+
+    def prepare(self, subs: Sequence[Sub]) -> None:
+        """Compute in bulk the state-free part of the new-subscription rule for ``subs`` (a run
+        about to be assigned, in order, possibly between removals); ``assign`` uses it for
+        these very objects. Replaces what an earlier ``prepare`` left; ``prepare(())`` clears."""
+        self._ready = {}
+        if self._new_bulk is None or not subs:
+            return
+        fresh = [s for s in subs if s.id not in self._where]  # others: assign returns their workers
+        if fresh:
+            self._ready = {id(s): (s, pre) for s, pre in zip(fresh, self._new_bulk(fresh))}
 
     def least_loaded(self) -> int:
         return min(range(self.m), key=lambda w: (self._loads[w], w))
+
+    def assign_many(self, subs: Sequence[Sub]) -> list[tuple[int, ...]]:
+        """``[assign(s) for s in subs]``, the state-free part prepared in bulk first."""
+        self.prepare(subs)
+        try:
+            return [self.assign(s) for s in subs]
+        finally:
+            self._ready = {}
 
     def assign(self, sub: Sub) -> tuple[int, ...]:
         ws = self._where.get(sub.id)
         if ws is not None:
             return ws
-        if self._new_rule is None:
+        ready = self._ready.pop(id(sub), None) if self._ready else None
+        if ready is not None and ready[0] is sub and ready[1] is not None:
+            ws, cost = self._new_placed(sub, self, ready[1])  # type: ignore[misc]
+        elif self._new_rule is None:
             ws, cost = (self.least_loaded(),), 1.0
         else:
             ws, cost = self._new_rule(sub, self)

@@ -139,13 +139,18 @@ class LocalCluster:
         where: list[list[int]] = [[] for _ in range(self.m)]  # item -> event index
         hist: dict[Any, list[tuple[int, int | None]]] = {}  # sub id -> (from event, position)
         d = self.dispatcher
-        for e, ev in enumerate(events):
-            d.changes.clear()
-            for wk, items in d.route(ev).items():
+        d.changes.clear()
+        marks: list[int] = []
+        routed = d.route_many(events, marks)  # placement of the run's subscriptions prepared in bulk
+        at = 0
+        for e, out in enumerate(routed):
+            for wk, items in out.items():
                 shares[wk].extend(items)
                 where[wk].extend([e] * len(items))
-            for sid, old, new in d.changes:
+            for sid, old, new in d.changes[at:marks[e]]:
                 hist.setdefault(sid, [(-1, old)]).append((e, new))
+            at = marks[e]
+        d.changes.clear()
 
         def position(e: int, sid: Any) -> int:
             h = hist.get(sid)

@@ -141,13 +141,29 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         c = float(_eq5(index, one, np.array([0]), Rstar.reshape(1, 4), floor)[0])  # Eq. (5) with R*
         return (plan.least_loaded(),), c
 
+    def new_bulk(subs: list[Sub]) -> list[float | None]:
+        # new_rule's cost for a run at once: regions, Eq. (7) and Eq. (5) are per subscription
+        # and read only the sample and the subsets, so rows computed together are the rows
+        # computed alone (None: no keyword, left to new_rule)
+        reg = index.regions(subs)
+        j = _most_overlap_many(cols, reg.rect, reg.px, reg.py)
+        rstar = np.where((j >= 0)[:, None], subset_rect[np.maximum(j, 0)] if len(subset_rect) else reg.rect, reg.rect)
+        has = np.flatnonzero(np.diff(reg.kw_ptr) > 0)
+        out: list[float | None] = [None] * len(subs)
+        for i, c in zip(has.tolist(), _eq5(index, reg, has, rstar[has], floor).tolist()):
+            out[i] = c
+        return out
+
+    def new_placed(sub: Sub, plan: AssignedPlan, c: float) -> tuple[tuple[int, ...], float]:
+        return (plan.least_loaded(),), c
+
     info: dict = {"cost_model": "DkM-SKS Eqs. (4)-(6)", "gamma1": gamma1, "gamma2": gamma2, "min_cost": floor,
                   "n_subsets": n_subsets, "singleton_subsets": singletons,
                   "space_only_splits": n_space, "hybrid_splits": n_hybrid,
                   "total_cost": float(math.fsum(subset_cost.tolist()))}
     if subsets_info is not None and len(subsets_info) <= 10_000:
         info["subsets"] = subsets_info
-    plan = AssignedPlan(m, "dkm", assignment, costs, new_rule, info=info)
+    plan = AssignedPlan(m, "dkm", assignment, costs, new_rule, info=info, new_bulk=new_bulk, new_placed=new_placed)
     # the subsets of Algorithm 2 (subscription ids), in the order Algorithm 3 visits them
     plan.groups = groups  # type: ignore[attr-defined]
     return plan
@@ -159,6 +175,33 @@ def most_overlap(rects: np.ndarray, Rn: np.ndarray, point: tuple[float, float]) 
     ``point`` (containing it, if any).  ``None`` when there are no rectangles."""
     rects = np.asarray(rects, dtype=np.float64).reshape(-1, 4)
     return _most_overlap_cols(np.ascontiguousarray(rects.T), Rn, point)
+
+
+def _most_overlap_many(cols: np.ndarray, rn: np.ndarray, px: np.ndarray, py: np.ndarray) -> np.ndarray:
+    """:func:`_most_overlap_cols` for each row of ``rn`` (point ``(px[i], py[i])``): the same
+    elementwise arithmetic and first-on-ties argmax/argmin, on (rows, rectangles) blocks;
+    -1 when there are no rectangles."""
+    S, n = len(rn), cols.shape[1]
+    out = np.full(S, -1, dtype=np.int64)
+    if n == 0:
+        return out
+    x1, y1, x2, y2 = cols
+    step = max(1, (1 << 18) // n)
+    for a in range(0, S, step):
+        R = rn[a:a + step]
+        w = np.minimum(x2, R[:, 2:3]) - np.maximum(x1, R[:, 0:1])
+        h = np.minimum(y2, R[:, 3:4]) - np.maximum(y1, R[:, 1:2])
+        area = np.maximum(w, 0.0) * np.maximum(h, 0.0)
+        j = np.argmax(area, axis=1)
+        far = np.flatnonzero(~(area[np.arange(len(R)), j] > 0.0))
+        if len(far):
+            x = px[a:a + step][far][:, None]
+            y = py[a:a + step][far][:, None]
+            dx = np.maximum(np.maximum(x1 - x, x - x2), 0.0)
+            dy = np.maximum(np.maximum(y1 - y, y - y2), 0.0)
+            j[far] = np.argmin(dx * dx + dy * dy, axis=1)
+        out[a:a + step] = j
+    return out
 
 
 def _most_overlap_cols(cols: np.ndarray, Rn: np.ndarray, point: tuple[float, float]) -> int | None:

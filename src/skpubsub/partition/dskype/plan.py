@@ -72,7 +72,9 @@ class DSkypePlan(AssignedPlan):
 
     def __init__(self, m: int, name: str, subs: Sequence[Sub], assignment: dict, costs: dict,
                  info: dict | None = None) -> None:
-        super().__init__(m, name, assignment, costs, new_rule=self._place_new, info=info)
+        # a subclass with a bulk part of its rule defines _prepare_new / _place_prepared
+        super().__init__(m, name, assignment, costs, new_rule=self._place_new, info=info,
+                         new_bulk=getattr(self, "_prepare_new", None), new_placed=getattr(self, "_place_prepared", None))
         self._subs: dict[Any, Sub] = {s.id: s for s in subs}
         self._kw_workers: dict[str, dict[int, int]] | None = None
 

@@ -141,8 +141,18 @@ class PrefixPlan(DSkypePlan):
         kws = sorted(sub.keywords, key=self._voc.key)
         return tuple(kws[:int(plen[0])]), float(p[0])
 
+    def _prepare_new(self, subs: list[Sub]) -> list[tuple[tuple[str, ...], float]]:
+        """``_compute`` for a run of subscriptions in one kernel pass (the kernel's rows are
+        independent: the planner computes all of them so)."""
+        ptr, ranks, plen, _, p = _prefixes(self._voc, subs, self._kscore_param)
+        key = self._voc.key
+        return [(tuple(sorted(s.keywords, key=key)[:n]), c) for s, n, c in zip(subs, plen.tolist(), p.tolist())]
+
     def _place_new(self, sub, plan):
-        pref, cost = self._compute(sub, self._kscore_param)
+        return self._place_prepared(sub, plan, self._compute(sub, self._kscore_param))
+
+    def _place_prepared(self, sub, plan, pre):
+        pref, cost = pre
         self._prefix[sub.id] = pref
         w = self.group_worker(pref, sub.keywords, cost)
         self._join(pref)

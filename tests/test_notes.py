@@ -232,10 +232,12 @@ def _rows_of(pubs: list[int], slots: list[int]) -> Rows:
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 80)), min_size=1, max_size=6),
-       st.lists(st.integers(0, 6), min_size=12, max_size=12), st.randoms(use_true_random=False))
+       st.lists(st.one_of(st.integers(0, 6), st.integers(2 ** 38 - 1, 2 ** 38 + 1)), min_size=12, max_size=12),
+       st.randoms(use_true_random=False))
 def test_group_rows_is_the_stable_lexsort(runs, sseq, rnd):
     """``group_rows`` orders rows as ``np.lexsort((seq of slot, pub))`` does, stably (equal
-    seqs keep their order), for a pub's rows below and above the insertion-sort bound."""
+    seqs keep their order), for a pub's rows below and above the insertion-sort bound, and
+    with seqs too large to pack with the row's place (the merge sort of the seqs)."""
     pubs, slots = [], []
     for i, (step, m) in enumerate(runs):
         p = (pubs[-1] if pubs else 0) + step

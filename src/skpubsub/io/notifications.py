@@ -110,6 +110,7 @@ def _cancel(objs, keys, koff, lo, hi, o):
 
 
 SMALL = 32  # a pub's rows up to this many are sorted in place (insertion), more by a merge sort
+_LOW = 24  # packed keys: seq << _LOW | the row's place among its pub's rows (unique: stable)
 
 
 @njit(cache=True)
@@ -117,8 +118,10 @@ def group_rows(rows, n, sseq, perm, out):
     """``rows[:n]`` (the publish kernel's, pubs in order) into ``out[:n]`` ordered by (pub,
     subscription seq ``sseq[slot]``), stably: each pair's rows stay in the order they
     happened (what ``net_changes`` takes). The kernel emits a pub's rows together and the
-    pubs in order, so only each pub's rows are sorted, by one int64 key (``perm``: scratch
-    of ``n``). Returns False, writing nothing, if the pubs are out of order."""
+    pubs in order, so only each pub's rows are sorted, by one int64 key each: the seq and
+    the row's place packed (distinct keys, so any sort is stable), sorted in ``perm``
+    (scratch of ``n``) without reading ``sseq`` again. Returns False, writing nothing, if
+    the pubs are out of order."""
     I, S = rows.i, rows.s
     for j in range(1, n):
         if I[j] < I[j - 1]:
@@ -128,20 +131,29 @@ def group_rows(rows, n, sseq, perm, out):
         e = j + 1
         while e < n and I[e] == I[j]:
             e += 1
-        if e - j <= SMALL:
-            for a in range(j, e):
-                p = a
-                k = sseq[S[a]]
-                b = a - 1
-                while b >= j and sseq[S[perm[b]]] > k:  # strict: equal keys keep their order
-                    perm[b + 1] = perm[b]
-                    b -= 1
-                perm[b + 1] = p
-        else:
+        packed = e - j < (1 << _LOW)
+        for a in range(j, e):
+            q = sseq[S[a]]
+            packed = packed and 0 <= q < (1 << (62 - _LOW))
+            perm[a] = (q << _LOW) | (a - j)
+        if not packed:  # seqs too large to pack (never in practice): a stable sort of the seqs
             keys = np.empty(e - j, dtype=np.int64)
             for a in range(j, e):
                 keys[a - j] = sseq[S[a]]
             perm[j:e] = np.argsort(keys, kind="mergesort") + j
+        else:
+            if e - j <= SMALL:
+                for a in range(j + 1, e):
+                    k = perm[a]
+                    b = a - 1
+                    while b >= j and perm[b] > k:
+                        perm[b + 1] = perm[b]
+                        b -= 1
+                    perm[b + 1] = k
+            else:
+                perm[j:e] = np.sort(perm[j:e])
+            for a in range(j, e):
+                perm[a] = j + (perm[a] & ((1 << _LOW) - 1))
         j = e
     oi, os_, oa, od, oka, okd, orr = out
     for a in range(n):

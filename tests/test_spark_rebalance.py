@@ -300,21 +300,3 @@ def test_rebalancing_on_spark_is_exact_and_survives_a_restart_mid_migration(spar
     m2 = run_spark(events, out, **kw)
     assert _files(out) == want
     assert m2["migrated_subscriptions"] > 0
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("spark")
-def test_a_checkpoint_made_with_other_workers_says_so(spark, tmp_path: Path) -> None:
-    """M is not changeable on restart yet: the refusal says what to do, in one line."""
-    from skpubsub.core.config import Space
-    from skpubsub.spark.pipeline import _prepare
-
-    events = _patch_workload(tmp_path / "e.jsonl", n_init=5, n_subs=2, n_objs=4)
-
-    def cfg(m: int) -> dict:
-        return {"window": "none", "space": str(Space()), "workers": m, "partitioner": "hash", "init_objects": 5}
-
-    _prepare(spark, events, tmp_path / "ck", cfg(2), "dkm", {}, Window.parse("none"), Space())
-    with pytest.raises(ValueError, match=r"made with --workers 2: resume it with --workers 2 .*remove it") as e:
-        _prepare(spark, events, tmp_path / "ck", cfg(3), "dkm", {}, Window.parse("none"), Space())
-    assert "\n" not in str(e.value)

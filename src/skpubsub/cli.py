@@ -495,7 +495,8 @@ def parser() -> argparse.ArgumentParser:
                    help="--rebalance: micro-batches between global repartitioning checks (default off)")
     _add_spark_args(r)
     r.add_argument("--checkpoint", default=None,
-                   help="--engine spark: checkpoint directory (default OUT/_checkpoint; a rerun resumes)")
+                   help="--engine spark: checkpoint directory (default OUT/_checkpoint; a rerun resumes, "
+                        "--workers may differ)")
     r.set_defaults(func=cmd_run)
 
     s = sp.add_parser("stream", help="follow a directory of JSONL event files on Spark Structured Streaming",
@@ -503,7 +504,7 @@ def parser() -> argparse.ArgumentParser:
                                   "processed as they arrive; notifications are written per micro-batch. On "
                                   "--timeout or Ctrl-C the query stops, finishes what has arrived and writes "
                                   "results.jsonl and metrics.json. Restarting with the same --checkpoint "
-                                  "resumes exactly.")
+                                  "resumes exactly, with the same or another --workers.")
     s.add_argument("--source", default=None, help="directory of *.jsonl files (or one event file)")
     s.add_argument("--generate", default=None, choices=["geonames-cities", "geonames-postal"], metavar="DATASET",
                    help="instead of --source: generate a workload from DATASET (workload flags) into "

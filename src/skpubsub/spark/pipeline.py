@@ -115,6 +115,7 @@ class _Progress:
         self._seen: set[tuple[str, int]] = set()
         self._absorbed = -1
         self.bar = bar
+        self.base = 0  # the run's number of the running query's batch 0 (a generation of workers)
 
     def absorb(self, query) -> None:
         """The progress records not kept yet (the query holds its last 100)."""
@@ -122,7 +123,7 @@ class _Progress:
             key = (str(p.runId), p.batchId)
             if key not in self._seen:
                 self._seen.add(key)
-                self.batches.append(_progress_record(p))
+                self.batches.append(_progress_record(p, self.base))
                 self._absorbed = max(self._absorbed, p.batchId)
 
     def tick(self, query) -> None:
@@ -171,11 +172,11 @@ class _Bar:
             self.out.flush()
 
 
-def _progress_record(p) -> dict:
+def _progress_record(p, base: int = 0) -> dict:
     ops = p.stateOperators or []
     return {
         "run": str(p.runId),
-        "batch": p.batchId,
+        "batch": base + p.batchId,
         "input_rows": p.numInputRows,
         "duration_ms": dict(p.durationMs),
         "state_rows": sum(o.numRowsTotal for o in ops),
@@ -195,10 +196,13 @@ def _fingerprint(path: Loc, config: dict) -> dict:
 def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, index: str, params: dict,
                 lines_per_batch: int, lines_per_second: float | None = None, once: bool = True,
                 trigger_seconds: float = 1.0, snapshot_every: int = 16):
-    """Start the streaming query; returns it (the caller waits or stops it)."""
+    """Start the streaming query of generation ``config["gen"]`` of workers (``config["switch"]``:
+    only its last batch, see ``source.EventReader``); returns it (the caller waits or stops it)."""
     from .processor import WorkerProcessor
 
     out.mkdir()
+    gen = config["generations"][config["gen"]]
+    base = gen["batch"]
     opts = {"path": source.uri, "checkpoint": (checkpoint / "sequencer").uri, "config": json.dumps(config),
             "linesPerBatch": str(lines_per_batch), "out": out.uri}
     if lines_per_second:
@@ -206,7 +210,7 @@ def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, ind
     routed = spark.readStream.format("skpubsub").options(**opts).load()
     outputs = routed.groupBy("worker").transformWithStateInPandas(
         WorkerProcessor(config["window"], config["space"], index, params, snapshot_every, config["keys"],
-                        out.uri, config["run"]),
+                        out.uri, config["run"], base=base),
         OUTPUT_SCHEMA, "Append", "None")
 
     run = config["run"]
@@ -219,10 +223,10 @@ def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, ind
             warnings.simplefilter("ignore", UserWarning)  # cancelled, Spark replays the batch; no trace printed
             pdf = df.toPandas()  # runs the batch: the workers' tasks end here
         t1 = time.perf_counter()
-        record_batch(out, batch_id, pdf, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
+        record_batch(out, base + batch_id, pdf, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
                                           "collected_rows": len(pdf)}, run, started=t1)
 
-    w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", (checkpoint / "query").uri)
+    w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", (checkpoint / gen["query"]).uri)
     w = w.trigger(availableNow=True) if once else w.trigger(processingTime=f"{trigger_seconds} seconds")
     return w.start()
 
@@ -307,16 +311,15 @@ def _prepare(spark, source: Loc, checkpoint: Loc, config: dict, index: str, para
         if not isinstance(saved, dict):
             raise ValueError(f"checkpoint {checkpoint}: run.json is damaged; remove the checkpoint")
         run_id = saved.pop("run", None)
-        if (isinstance(run_id, str) and saved != fp and {k: v for k, v in saved.items() if k != "workers"}
-                == {k: v for k, v in fp.items() if k != "workers"}):  # M changed (issue 21 item 5: not yet)
-            raise ValueError(f"checkpoint {checkpoint} was made with --workers {saved.get('workers')}: resume it "
-                             f"with --workers {saved.get('workers')} (a checkpoint is not re-partitioned to "
-                             "another number of workers yet), or remove it to start over")
-        if saved != fp or not (isinstance(run_id, str) and run_id.isalnum()):
+        first = saved.pop("workers", None)  # M may change on restart: a new generation of workers
+        if ({k: v for k, v in fp.items() if k != "workers"} != saved or not isinstance(first, int)
+                or not (isinstance(run_id, str) and run_id.isalnum())):
             raise ValueError(f"checkpoint {checkpoint} belongs to another run; remove it or pick another --checkpoint")
+        gens = _generations(checkpoint, first)
     else:
         run_id = uuid.uuid4().hex
         _write_text(fp_file, json.dumps({**fp, "run": run_id}))
+        gens = _generations(checkpoint, config["workers"])
     if is_tabular(source.path):  # converted once, in order, to the JSON lines the source reads
         converted = checkpoint / "input.jsonl"
         if not converted.exists():
@@ -327,7 +330,77 @@ def _prepare(spark, source: Loc, checkpoint: Loc, config: dict, index: str, para
         write_stats(stats_file, statistics(spark, source, config["init_objects"], window, space))
     else:
         read_stats(stats_file)  # refused now, with its reason, rather than inside a batch
-    return {**config, "stats": stats_file.uri, "run": run_id}, source
+    return {**config, "stats": stats_file.uri, "run": run_id, "generations": gens, "gen": len(gens) - 1}, source
+
+
+GENERATIONS = "generations.json"
+
+
+def _generations(checkpoint: Loc, first: int) -> list[dict]:
+    """The checkpoint's generations of workers (spark/NOTES.md, "M on restart"): each one's
+    ``workers``, the input ``offset`` it starts at (None: the start), the run's number of its
+    query's batch 0 (``batch``) and its query folder (``query``: the first is ``query``)."""
+    loc = checkpoint / GENERATIONS
+    gens = [{"workers": first, "offset": None, "batch": 0, "query": "query"}]
+    if not loc.exists():
+        return gens
+    try:
+        saved = json.loads(loc.read_text())
+    except (ValueError, UnicodeError):
+        saved = None
+    ok = isinstance(saved, list) and saved and saved[0] == gens[0] and all(
+        isinstance(g, dict) and set(g) == set(gens[0]) and isinstance(g["workers"], int) and g["workers"] >= 1
+        and isinstance(g["batch"], int) and g["query"] == f"query-{i}" and isinstance(g["offset"], dict)
+        and all(isinstance(g["offset"].get(k), t) for k, t in (("file", str), ("pos", int), ("line", int),
+                                                              ("final", bool)))
+        for i, g in enumerate(saved[1:], 1))
+    if not ok:
+        raise ValueError(f"checkpoint {checkpoint}: {GENERATIONS} is damaged; remove the checkpoint")
+    return saved
+
+
+def _switch(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, index: str, params: dict,
+            lines_per_batch: int, snapshot_every: int, progress: _Progress, workers: int) -> dict:
+    """Another ``--workers`` than the checkpoint's last generation: run that generation's
+    query once more, for one batch that reads no line and ends it (its pending batch, if
+    any, is replayed first; under ``none`` its workers export their results as data), then
+    record the new generation, which starts where that batch ended with a query of its own
+    (Spark keeps a query's number of state partitions). Returns the config for it. A kill
+    anywhere in between: the next run with the new ``--workers`` does the missing steps
+    (the last batch, once committed, is not run again)."""
+    gens, g = config["generations"], config["gen"]
+    old = {**config, "keys": partition_keys(spark, gens[g]["workers"]), "switch": True}
+    spark.conf.set("spark.sql.shuffle.partitions", str(gens[g]["workers"]))  # a generation never started
+    progress.base = gens[g]["batch"]
+    q = start_query(spark, source, out, checkpoint, old, index, params, lines_per_batch, once=True,
+                    snapshot_every=snapshot_every)
+    _await(spark, q, None, progress)
+    progress.absorb(q)
+    d = batch_dir(out, config["run"])
+    last = None
+    for p in d.iterdir() if d.is_dir() else ():
+        if p.name.startswith("batch-") and p.name.endswith(".json"):
+            info = json.loads(p.read_text())
+            if info["batch"] >= gens[g]["batch"] and any(x.get("switch") == g for x in info.get("source", ())):
+                last = info if last is None or info["batch"] > last["batch"] else last
+    if last is None:
+        raise ValueError(f"checkpoint {checkpoint}: the last batch of its {gens[g]['workers']} workers was not "
+                         "recorded; run the same command again")
+    at = next(x["offset"] for x in last["source"] if x.get("switch") == g)
+    gens = gens + [{"workers": workers, "offset": at, "batch": last["batch"] + 1, "query": f"query-{len(gens)}"}]
+    _write_text(checkpoint / GENERATIONS, json.dumps(gens))
+    return {**config, "generations": gens, "gen": len(gens) - 1}
+
+
+def _drop_old_queries(checkpoint: Loc, config: dict) -> None:
+    """The queries of earlier generations, once the last one has committed a batch (until
+    then a kill during the switch resumes from them; after it nothing reads them)."""
+    gens = config["generations"]
+    commits = checkpoint / gens[-1]["query"] / "commits"
+    if len(gens) > 1 and commits.is_dir() and any(p.name.isdigit() for p in commits.iterdir()):
+        for g in gens[:-1]:
+            if (checkpoint / g["query"]).is_dir():
+                (checkpoint / g["query"]).rmtree()
 
 
 def _write_text(path: Loc, text: str) -> None:
@@ -528,16 +601,21 @@ def _stream(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, window:
     from .session import wait_for_executors
 
     wait_for_executors(spark, EXECUTOR_WAIT)
-    spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
     config, source = _prepare(spark, source, checkpoint, config, index, index_params, window, space)
     clear_other_runs(out, config["run"])  # another checkpoint's batches are never joined
-    config["keys"] = partition_keys(spark, workers)
     bar = None
     if _Bar.wanted():
         from .source import _read
 
         bar = _Bar(_read(source, {"file": "", "pos": 0, "line": 0}, None, keep=False)[1]["line"] if once else None)
     progress = _Progress(bar)
+    if config["generations"][-1]["workers"] != workers:  # another --workers: a new generation
+        config = _switch(spark, source, out, checkpoint, config, index, index_params, lines_per_batch,
+                         snapshot_every, progress, workers)
+    _drop_old_queries(checkpoint, config)
+    spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
+    config["keys"] = partition_keys(spark, workers)
+    progress.base = config["generations"][-1]["batch"]
     args = (spark, source, out, checkpoint, config, index, index_params, lines_per_batch, lines_per_second)
     try:
         if not once:
@@ -557,4 +635,5 @@ def _stream(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, window:
     finally:
         if bar is not None:
             bar.close()
+    _drop_old_queries(checkpoint, config)
     return _finish(out, progress, start, config, index)

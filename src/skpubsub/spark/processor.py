@@ -66,8 +66,9 @@ def _batch_id() -> int:
 class WorkerProcessor(StatefulProcessor):
     def __init__(self, window: str, space: str, index: str, params: dict | None = None,
                  snapshot_every: int = 16, keys: list[int] | None = None, out: str = "", run: str = "run",
-                 attempt: str = "") -> None:
+                 attempt: str = "", base: int = 0) -> None:
         self.window, self.space, self.index = window, space, index
+        self.base = base  # the run's batch number of this query's batch 0 (another --workers: a new query)
         self.attempt = attempt or uuid.uuid4().hex  # made on the driver, once per start of the query
         self.out, self.run = out, run  # where the tasks write their part files (a URL: any file system)
         # grouping key -> worker id (the last key carries the driver rows)
@@ -119,7 +120,7 @@ class WorkerProcessor(StatefulProcessor):
         worker = self.worker_of.get(int(key[0]), int(key[0]))
         pdf = pd.concat(list(rows), ignore_index=True).sort_values("part", kind="stable")
         payloads = [bytes(p) for p in pdf["payload"]]
-        batch = _batch_id()
+        batch = _batch_id() + self.base
         parts = batch_dir(Loc(self.out), self.run)
         if worker == DRIVER:
             out = [r for p in payloads for r in driver_rows(decode_driver(p))]

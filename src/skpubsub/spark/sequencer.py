@@ -48,6 +48,22 @@ CHUNK = 4096  # routed items per row: rows stay small, calls stay coarse
 DRIVER = -1  # the pseudo-worker carrying rejections and run metadata to the sink
 
 
+def switch_tag(gen: int) -> int:
+    """The ``Export`` tag of generation ``gen``'s last batch (negative: never an input line)."""
+    return -1 - gen
+
+
+def _rows(groups: tuple[dict[int, list], ...]) -> list[tuple[int, int, bytes]]:
+    """Per worker, each group's items in rows of their own, chunked."""
+    rows: list[tuple[int, int, bytes]] = []
+    for wk in sorted(set().union(*groups)):
+        for g in groups:
+            items = g.get(wk, [])
+            for i in range(0, len(items), CHUNK):
+                rows.append((wk, len(rows), encode_items(items[i:i + CHUNK])))
+    return rows
+
+
 class Sequencer:
     """Gate + O_init buffer + plan + :class:`Dispatcher`; ``feed`` is O(lines + routed items)."""
 
@@ -73,6 +89,8 @@ class Sequencer:
         self.read_export: Callable[[int, int], dict[int, tuple]] | None = None  # (tag, worker) -> seq -> held
         self._tail: dict[int, list] = {}
         self._tag = 0
+        self._seeds: dict[int, list] = {}  # another --workers: the new workers' first items (``switch``)
+        self._stats: Statistics | None = None  # the statistics the plan was made from
 
     def _plan(self) -> list:
         """Make the plan from the buffered head; returns the head, now to be routed."""
@@ -80,6 +98,7 @@ class Sequencer:
         stats = self.stats
         if stats is None:  # no statistics file: O_init is the buffered head itself
             stats = Statistics.from_objects((ev for ev in head if isinstance(ev, Pub)), self.space)
+        self._stats = stats
         plan = PLANNERS[self.partitioner](active_subs(head), stats, self.m)
         self.dispatcher = Dispatcher(plan, self.window, rarity=dict(stats.keyword_freq))
         if self.rebalance is not None:
@@ -100,6 +119,9 @@ class Sequencer:
         per: dict[int, list] = {}
         driver: list = []
         head = self._adoptions(keep)
+        seeds, self._seeds = self._seeds, {}
+        for wk, items in seeds.items() if keep else ():  # a new number of workers: placed first
+            head[wk] = items + head.get(wk, [])
         self._tail = {}
         for line_no, raw in lines:
             self.lines = max(self.lines, line_no)
@@ -129,12 +151,7 @@ class Sequencer:
                 raise ValueError(f"rebalancing: {len(loads)} worker loads for {self.m} workers")
             self._tag = tag
             self.rebalancer.after_batch([float(x) for x in loads], self)  # may call migrate
-        rows: list[tuple[int, int, bytes]] = []
-        tail = self._tail
-        for wk in sorted(set(per) | set(head) | set(tail)):
-            for items in (head.get(wk, []), per.get(wk, []), tail.get(wk, [])):  # migrations in rows of their own
-                for i in range(0, len(items), CHUNK):
-                    rows.append((wk, len(rows), encode_items(items[i:i + CHUNK])))
+        rows = _rows((head, per, self._tail))  # migrations in rows of their own
         if driver:
             rows.append((DRIVER, len(rows), encode_driver(driver)))
         return rows
@@ -194,6 +211,78 @@ class Sequencer:
                 raise ValueError(f"rebalancing: worker {src}'s export {tag} lacks subscription {sub.id!r}")
             head.setdefault(dst, []).append((seq, (Adopt(sub, held, now), ())))
         return head
+
+    # -- another number of workers on restart (spark/NOTES.md, "M on restart") -------------
+    def switch_rows(self, gen: int, keep: bool = True) -> list[tuple[int, int, bytes]]:
+        """The last micro-batch of generation ``gen`` of workers (no input line): the seeds and
+        ``none`` adoptions still due, then, under ``none``, an ``Export`` to every worker of the
+        results of its live kNN/top-k subscriptions (file ``switch-<gen>-<worker>.json``, data).
+        Under a retaining window the new workers' state comes from the dispatcher alone.
+        ``keep=False``: a re-feed (the seeds and adoptions were applied before)."""
+        head = self._adoptions(keep)
+        seeds, self._seeds = self._seeds, {}
+        if not keep:
+            return []
+        for wk, items in seeds.items():
+            head[wk] = items + head.get(wk, [])
+        d, tail = self.dispatcher, {}
+        if d is not None and not self.window.retains and self.last is not None:
+            ids: dict[int, list] = {wk: [] for wk in range(self.m)}
+            for sub in sorted(d.subs.values(), key=lambda s: s.seq):
+                if sub.kind != "range":  # a range subscription holds no result
+                    ids[d.where[sub.id][0]].append(sub.id)  # kNN/top-k are never replicated
+            tail = {wk: [(self.last[0], (Export(tuple(ids[wk]), switch_tag(gen)), ()))] for wk in range(self.m)}
+        return _rows((head, tail))
+
+    def switch(self, workers: int, held: Callable[[], dict[int, tuple]] | None = None) -> None:
+        """Go on with ``workers`` workers, after :meth:`switch_rows`: a plan for them is made
+        from the live subscriptions (registration order) and the O_init statistics, and each
+        subscription is seeded where it now lives as a migration is (the alive objects it needs
+        as ``Backfill``, then ``Adopt``), all at the head of the next feed. ``held()`` reads the
+        old workers' exports under ``none`` (registration position -> result objects); None: a
+        re-feed, whose seeds are never sent. Deterministic given the same input, so a restart
+        re-makes the same placement."""
+        self.m, self._seeds = workers, {}
+        d = self.dispatcher
+        if d is None:  # still buffering O_init: the plan will be made for ``workers``
+            return
+        assert self.last is not None and not self.awaiting
+        subs = sorted(d.subs.values(), key=lambda s: s.seq)
+        plan = PLANNERS[self.partitioner](subs, self._stats, workers)
+        d.plan, d.m, d.old_plan, d.old_ids = plan, workers, None, set()
+        d.where, d.kw_workers, d.replicas = {}, {}, 0
+        for _, have in d.alive.values():  # no new worker holds anything yet
+            have.clear()
+        got = held() if held is not None and not self.window.retains else None
+        seq, t = self.last
+        seeds: dict[int, list] = {}
+        for sub in subs:
+            targets = tuple(sorted(set(plan.assign(sub))))
+            d.where[sub.id] = targets
+            for w in d._keys[sub.id]:  # the dispatcher's routing bookkeeping, as _register keeps it
+                c = d.kw_workers.setdefault(w, Counter())
+                for wk in targets:
+                    c[wk] += 1
+            d.replicas += len(targets)
+            back = d._backfill(sub, targets) if self.window.retains and sub.kind != "range" else {}
+            held_objs: tuple = ()
+            if got is not None and sub.kind != "range":
+                if sub.seq not in got:
+                    raise ValueError(f"another --workers: the old workers' exports lack subscription {sub.id!r}")
+                held_objs = got[sub.seq]
+            for wk in targets:
+                items = seeds.setdefault(wk, [])
+                items.extend((seq, it) for it in back.get(wk, []))
+                items.append((seq, (Adopt(sub, held_objs, t), ())))
+        if held is not None:
+            self._seeds = seeds
+        if self.rebalancer is not None:  # a fresh one for the new workers (its loads are per worker)
+            from ..runtime.rebalance import Rebalancer
+
+            log = self.rebalancer.log
+            self.rebalancer = Rebalancer(self.space, planner=PLANNERS[self.partitioner], **self.rebalance)
+            self.rebalancer.log = log
+            d.observer = self.rebalancer.observe
 
     def metadata(self) -> dict:
         m = {

@@ -104,7 +104,11 @@ def _part_name(kind: str, batch: int, worker: int) -> str:
 
 def export_name(tag: int, worker: int) -> str:
     """The file of worker ``worker``'s export for the migration tagged ``tag`` (the line
-    offset of the batch boundary it happens at), in the run's batch folder."""
+    offset of the batch boundary it happens at), in the run's batch folder; a negative tag
+    (``sequencer.switch_tag``) is the last batch of a generation of workers, before a restart
+    with another ``--workers``: ``switch-<generation>-<worker>.json``."""
+    if tag < 0:
+        return f"switch-{-1 - tag:04d}-{worker:04d}.json"
     return f"export-{tag:012d}-{worker:04d}.json"
 
 

@@ -35,7 +35,7 @@ from ..core.config import Space, Window
 from ..io.lines import read_lines
 from .codec import decode_export, encode_driver
 from .fs import Loc
-from .sequencer import DRIVER, Sequencer
+from .sequencer import DRIVER, Sequencer, switch_tag
 from .sink import batch_dir, export_name, loads_name
 from .statefile import Refused, read_stats
 
@@ -105,20 +105,39 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
         self.lines_per_batch = int(options.get("linesPerBatch", 10_000))
         self.rate = float(options["linesPerSecond"]) if options.get("linesPerSecond") else None
         self.target: dict | None = None  # availableNow: finish at this offset
-        self._state: tuple[int, Sequencer] | None = None  # (line offset, sequencer there)
+        self._state: tuple[tuple, Sequencer] | None = None  # ((line offset, switch mark), sequencer there)
+        # Generations of workers (another --workers on restart, spark/NOTES.md): each one's
+        # workers, first offset and query; this query is generation ``gen``. ``switch``: this run
+        # only ends the generation with one batch that reads no line (``Sequencer.switch_rows``).
+        self.gens = self.config.get("generations") or [{"workers": self.config["workers"], "offset": None}]
+        self.gen = int(self.config.get("gen", len(self.gens) - 1))
+        self.switch = bool(self.config.get("switch"))
         self._last_call = time.monotonic()
         self.checkpoint.mkdir()
 
     # -- offsets ---------------------------------------------------------------------
     def initialOffset(self) -> dict:
+        at = self.gens[self.gen].get("offset")
+        if at:  # a later generation starts where the one before ended
+            return {"file": at["file"], "pos": at["pos"], "line": at["line"], "final": bool(at["final"])}
         return {"file": "", "pos": 0, "line": 0, "final": False}
+
+    def _line_of(self, gen: int) -> int:
+        at = self.gens[gen].get("offset")
+        return int(at["line"]) if at else 0
 
     def prepareForTriggerAvailableNow(self) -> None:
         _, self.target = _read(self.path, self.initialOffset(), None, keep=False)
 
     def read(self, start: dict) -> tuple[Iterator[tuple], dict]:
         """The next batch: at most ``linesPerBatch`` lines after ``start`` (fewer under
-        ``linesPerSecond``), sequenced into rows; ``start`` itself when nothing new."""
+        ``linesPerSecond``), sequenced into rows; ``start`` itself when nothing new.
+        Switch mode: one batch marked ``switch`` that reads no line, then nothing."""
+        if self.switch:
+            if start.get("switch") == self.gen:
+                return iter(()), start
+            end = {**start, "switch": self.gen}
+            return iter(self._switch_rows(start, end)), end
         if start["final"] and (self.path.is_file() or (self.target is not None
                                                        and start["line"] >= self.target["line"])):
             return iter(()), start  # the input is finished
@@ -138,6 +157,8 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[tuple]:
         """A replayed batch (a restart): its lines read and sequenced again."""
+        if "switch" in end:  # a generation's last batch (only its end is marked)
+            return iter(self._switch_rows(start, end))
         lines, _ = _read(self.path, {**start, "final": False}, end["line"] - start["line"])
         return iter(self._rows(start, end, lines))
 
@@ -149,7 +170,7 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
             raise Refused(f"checkpoint {self.checkpoint} holds {pickles[0]}: pickles are never loaded "
                           "(SPEC section 7); remove the checkpoint")
         stats = read_stats(Loc(c["stats"])) if c.get("stats") else None
-        seqr = Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), c["workers"],
+        seqr = Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), self.gens[0]["workers"],
                          c["partitioner"], c["init_objects"], stats, rebalance=c.get("rebalance"))
         if seqr.rebalance is not None:
             seqr.read_export = self._read_export
@@ -159,16 +180,32 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
         """The sequencer's state at ``start``: in memory, else a fresh one with the lines
         up to ``start`` re-fed (their rows were sent before: dropped). O(start) then.
         Rebalancing: the re-feed follows the recorded batch boundaries with the recorded
-        loads, so that every migration is made again where it was (and checked)."""
+        loads, so that every migration is made again where it was (and checked). Generations:
+        at each one's first line the sequencer switches to its workers as it did then (the
+        seeds kept only if this batch is the generation's first, where they are due)."""
         state, self._state = self._state, None  # feed mutates it: never reuse a half-fed one
-        if state is not None and state[0] == start["line"]:
+        if state is not None and state[0] == (start["line"], start.get("switch")):
             return state[1]
-        offset, seqr = self.initialOffset(), self._fresh()
+        offset, seqr = {"file": "", "pos": 0, "line": 0, "final": False}, self._fresh()
+        for k in range(self.gen + 1):
+            lo = self._line_of(k)
+            if k:
+                seqr.switch_rows(k - 1, keep=False)
+                due = k == self.gen and start["line"] == lo and "switch" not in start
+                seqr.switch(self.gens[k]["workers"], (lambda g=k - 1: self._read_switch(g)) if due else None)
+            hi = self._line_of(k + 1) if k < self.gen else start["line"]
+            offset = self._refeed(seqr, offset, lo, hi)
+        if "switch" in start:  # after this generation's last batch: its seeds and adoptions were sent
+            seqr.switch_rows(self.gen, keep=False)
+        return seqr
+
+    def _refeed(self, seqr: Sequencer, offset: dict, lo: int, hi: int) -> dict:
+        """Feed lines ``lo`` (where ``offset`` is) up to ``hi``, rows dropped; the offset after."""
         if seqr.rebalance is not None:
-            at = 0
-            while at < start["line"]:
+            at = lo
+            while at < hi:
                 rec = self._record(at)
-                if rec is None or not at < rec["end"] <= start["line"]:
+                if rec is None or not at < rec["end"] <= hi:
                     raise Refused(f"checkpoint {self.checkpoint}: no rebalancing record of the batch at line {at}; "
                                   "remove the checkpoint and run again")
                 lines, offset = _read(self.path, {**offset, "final": False}, rec["end"] - at)
@@ -177,11 +214,36 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
                     raise Refused(f"checkpoint {self.checkpoint}: the rebalancing decisions up to line {rec['end']} "
                                   f"were not made again ({seqr.migrated} migrations, {rec['migrated']} recorded)")
                 at = rec["end"]
-            return seqr
-        if offset["line"] < start["line"]:
-            lines, _ = _read(self.path, {**offset, "final": False}, start["line"] - offset["line"])
+        elif lo < hi:
+            lines, offset = _read(self.path, {**offset, "final": False}, hi - lo)
             seqr.feed(lines)
-        return seqr
+        return offset
+
+    def _read_switch(self, gen: int) -> dict:
+        """Generation ``gen``'s exports (``none``): registration position -> result objects."""
+        c, held = self.config, {}
+        for w in range(self.gens[gen]["workers"]):
+            loc = batch_dir(self.out, c["run"]) / export_name(switch_tag(gen), w)
+            if not loc.exists():
+                raise Refused(f"another --workers: worker {w}'s export {loc.name} is missing")
+            with loc.open_read() as f:
+                held.update(decode_export(f.read(), Window.parse(c["window"]), Space.parse(c["space"])))
+        return held
+
+    def _switch_rows(self, start: dict, end: dict) -> list[tuple]:
+        """Generation ``gen``'s last batch (see ``Sequencer.switch_rows``); its driver row
+        carries ``switch`` and the offset the next generation starts at."""
+        t0 = time.perf_counter()
+        seqr = self._sequencer(start)
+        ingest = time.time()
+        t1 = time.perf_counter()
+        rows = [(w, p, payload, ingest) for w, p, payload in seqr.switch_rows(self.gen)]
+        self._state = ((start["line"], end.get("switch")), seqr)
+        at = {k: start[k] for k in ("file", "pos", "line", "final")}
+        timing = {"lines": 0, "restore_seconds": round(t1 - t0, 6),
+                  "sequence_seconds": round(time.perf_counter() - t1, 6), "snapshot_seconds": 0.0,
+                  "snapshot_bytes": 0, "switch": self.gen, "offset": at}
+        return self._keyed(rows + [(DRIVER, len(rows), encode_driver([("source", timing)]), ingest)])
 
     # -- rebalancing records -----------------------------------------------------------
     def _record_loc(self, line: int) -> Loc:
@@ -227,6 +289,8 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
         else:  # the loads of the batch before (recorded if this batch was sequenced before)
             rec = self._record(start["line"])
             loads = rec["loads"] if rec is not None and rec["end"] == end["line"] else self._loads(start["line"])
+            if self.gen and start["line"] == self._line_of(self.gen):
+                loads = None  # a generation's first batch: no loads of its workers yet
             fed = seqr.feed(lines, end=end["final"], loads=loads, tag=end["line"])
             self._record_loc(start["line"]).parent.mkdir()
             self._record_loc(start["line"]).write_atomic(json.dumps(
@@ -234,10 +298,13 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
             extra = {"end_line": end["line"], "m": seqr.m, "migrated": seqr.migrated}
         rows = [(w, p, payload, ingest) for w, p, payload in fed]
         t2 = time.perf_counter()
-        self._state = (end["line"], seqr)
+        self._state = ((end["line"], None), seqr)
         timing = {"lines": len(lines), "restore_seconds": round(t1 - t0, 6), "sequence_seconds": round(t2 - t1, 6),
                   "snapshot_seconds": 0.0, "snapshot_bytes": 0, **extra}
         rows.append((DRIVER, len(rows), encode_driver([("source", timing)]), ingest))
+        return self._keyed(rows)
+
+    def _keyed(self, rows: list[tuple]) -> list[tuple]:
         keys = self.config.get("keys")
         if keys:  # worker ids -> grouping keys that put each worker in its own partition
             rows = [(keys[w] if w != DRIVER else keys[-1], p, payload, t) for w, p, payload, t in rows]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from skpubsub.core.config import Window
 from skpubsub.index.cgrid import CompiledGrid
 from skpubsub.io.events import Sub
 from skpubsub.io.validate import Gate

@@ -84,3 +84,27 @@ def test_segment_pool_runs_equal_one_at_a_time(ops) -> None:
                 one.release(o, n)
         assert many.top == one.top and many.used == one.used and dict(many._free) == dict(one._free)
         many._check([o for o, _ in held], [n for _, n in held])
+
+
+def test_records_leave_numpys_huge_page_switch_as_it_was():
+    """``columns.records`` allocates under ``small_pages`` (no madvise for huge pages) and
+    puts NumPy's process-wide switch back as it found it, on or off, even on an error."""
+    from skpubsub.core import columns as C
+
+    was = C._get_madvise_hugepage()
+    try:
+        for on in (True, False):
+            C._set_madvise_hugepage(on)
+            rec = C.records(1 << 17, [("a", np.int64), ("b", np.float64)])
+            assert len(rec) == 1 << 17 and C._get_madvise_hugepage() == on
+            with C.small_pages():
+                assert not C._get_madvise_hugepage()
+            assert C._get_madvise_hugepage() == on
+            try:
+                with C.small_pages():
+                    raise KeyError
+            except KeyError:
+                pass
+            assert C._get_madvise_hugepage() == on
+    finally:
+        C._set_madvise_hugepage(was)

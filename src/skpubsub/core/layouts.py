@@ -168,8 +168,7 @@ class Scratch(NamedTuple):
 
 class Rows(NamedTuple):
     """Output rows (the publish kernel's changes): pub index, slot, object that entered and
-    its key, object that left and its key, 1 for a removal on expiry, and the slot's
-    subscription seq (the notifications' order; read where the kernel has the record)."""
+    its key, object that left and its key, and 1 for a removal on expiry."""
 
     i: np.ndarray
     s: np.ndarray
@@ -178,7 +177,6 @@ class Rows(NamedTuple):
     ka: np.ndarray
     kd: np.ndarray
     r: np.ndarray
-    q: np.ndarray
 
 
 class NoteCols(NamedTuple):
@@ -261,8 +259,7 @@ def plain(layout: tuple) -> tuple:
 def rows(cap: int) -> Rows:
     """Room for ``cap`` output rows."""
     return Rows(np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.int64),
-                np.empty(cap, dtype=np.int64), np.empty(cap), np.empty(cap), np.empty(cap, dtype=np.int8),
-                np.empty(cap, dtype=np.int64))
+                np.empty(cap, dtype=np.int64), np.empty(cap), np.empty(cap), np.empty(cap, dtype=np.int8))
 
 
 def note_cols(n: int) -> NoteCols:

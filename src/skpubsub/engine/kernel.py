@@ -68,7 +68,6 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
     active, kind, match_all, sx, sy, k = sr.active, sr.kind, sr.match_all, sr.x, sr.y, sr.k
     rx1, ry1, rx2, ry2, alpha, kth = sr.rx1, sr.ry1, sr.rx2, sr.ry2, sr.alpha, sr.kth
     kw_off, kw_len, res_off, res_n, kb, complete = sr.kw_off, sr.kw_len, sr.res_off, sr.res_n, sr.kb, sr.complete
-    s_seq = sr.seq
     kw_id, kw_ws, res_obj, res_key = subs.kw_id, subs.kw_ws, subs.res_obj, subs.res_key
     orec = objs.rec
     o_refs, o_alive, o_seq, o_x, o_y, o_kwoff, o_kwlen = (orec.refs, orec.alive, orec.seq, orec.x, orec.y,
@@ -161,10 +160,10 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 nnew = min(res_n[s], kk)
                 for j in range(nold):  # the result's net change, as rows
                     if not _holds(res_obj, ro, nnew, old_o[j]):
-                        _emit(i, s, s_seq[s], -1, 0.0, old_o[j], old_k[j], 1, rows, counters)
+                        _emit(i, s, -1, 0.0, old_o[j], old_k[j], 1, rows, counters)
                 for jj in range(nnew):
                     if not _holds(old_o, 0, nold, res_obj[ro + jj]):
-                        _emit(i, s, s_seq[s], res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, rows, counters)
+                        _emit(i, s, res_obj[ro + jj], res_key[ro + jj], -1, 0.0, 1, rows, counters)
                 if len(pc_off) > 1 and (foreign[s] & 1 or not scanned) and not foreign[s] & 2:
                     foreign[s] |= 2  # its region may have grown: a candidate of every later object
                     rf[rf_n[0]] = s
@@ -212,7 +211,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             if foreign[s] and not _shares(okw, kw_id, off, ln):
                 continue  # not found under one of its keywords (another index's, or refilled): SPEC 1 needs one
             if ks == K_RANGE:
-                _emit(i, s, s_seq[s], o, 0.0, -2, 0.0, 0, rows, counters)
+                _emit(i, s, o, 0.0, -2, 0.0, 0, rows, counters)
                 counters[C_AFFECTED] += 1
                 continue
             if ks == K_KNN:
@@ -238,7 +237,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 if kth[s] != before and not foreign[s] & 1:  # the region shrank
                     _follow(s, subs, grid, scratch, counters)
                 if pos < kk:  # entered the result (below the first k nothing changes)
-                    _emit(i, s, s_seq[s], o, key, left, left_key, 0, rows, counters)
+                    _emit(i, s, o, key, left, left_key, 0, rows, counters)
     return n, DONE
 
 
@@ -291,9 +290,9 @@ def _remove(i, s, o, subs, orec, rows, counters):
         pos += 1
     if pos < kk:  # leaves the result; the (k+1)-th, if any, moves up into it
         if nn > kk:
-            _emit(i, s, r.seq, res_obj[ro + kk], res_key[ro + kk], o, res_key[ro + pos], 1, rows, counters)
+            _emit(i, s, res_obj[ro + kk], res_key[ro + kk], o, res_key[ro + pos], 1, rows, counters)
         else:
-            _emit(i, s, r.seq, -1, 0.0, o, res_key[ro + pos], 1, rows, counters)
+            _emit(i, s, -1, 0.0, o, res_key[ro + pos], 1, rows, counters)
     for j in range(pos, nn - 1):
         res_key[ro + j] = res_key[ro + j + 1]
         res_obj[ro + j] = res_obj[ro + j + 1]
@@ -383,15 +382,13 @@ def _follow(s, subs, grid, scratch, counters):
 
 
 @njit(inline="always", cache=True)
-def _emit(i, s, q, a, ka, d, kd, r, rows, counters):
-    """One output row of pub ``i`` for slot ``s`` (subscription seq ``q``): object ``a``
-    (key ``ka``) entered its result and ``d`` (key ``kd``) left it; ``r`` 1 for a removal on
-    expiry. ``d`` -2 marks a range match of ``a``. The seq is read here, where the record is
-    in cache, not by the driver's sort (a cache miss per row)."""
+def _emit(i, s, a, ka, d, kd, r, rows, counters):
+    """One output row of pub ``i`` for slot ``s``: object ``a`` (key ``ka``) entered its
+    result and ``d`` (key ``kd``) left it; ``r`` 1 for a removal on expiry. ``d`` -2 marks a
+    range match of ``a``."""
     n = counters[C_OUT]
     rows.i[n] = i
     rows.s[n] = s
-    rows.q[n] = q
     rows.a[n] = a
     rows.d[n] = d
     rows.ka[n] = ka

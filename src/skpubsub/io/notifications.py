@@ -114,15 +114,15 @@ _LOW = 24  # packed keys: seq << _LOW | the row's place among its pub's rows (un
 
 
 @njit(cache=True)
-def group_rows(rows, n, perm, out):
+def group_rows(rows, n, sseq, perm, out):
     """``rows[:n]`` (the publish kernel's, pubs in order) into ``out[:n]`` ordered by (pub,
-    subscription seq ``rows.q``), stably: each pair's rows stay in the order they
+    subscription seq ``sseq[slot]``), stably: each pair's rows stay in the order they
     happened (what ``net_changes`` takes). The kernel emits a pub's rows together and the
     pubs in order, so only each pub's rows are sorted, by one int64 key each: the seq and
     the row's place packed (distinct keys, so any sort is stable), sorted in ``perm``
-    (scratch of ``n``). Returns False, writing nothing, if
+    (scratch of ``n``) without reading ``sseq`` again. Returns False, writing nothing, if
     the pubs are out of order."""
-    I, S, Q = rows.i, rows.s, rows.q
+    I, S = rows.i, rows.s
     for j in range(1, n):
         if I[j] < I[j - 1]:
             return False
@@ -133,13 +133,13 @@ def group_rows(rows, n, perm, out):
             e += 1
         packed = e - j < (1 << _LOW)
         for a in range(j, e):
-            q = Q[a]
+            q = sseq[S[a]]
             packed = packed and 0 <= q < (1 << (62 - _LOW))
             perm[a] = (q << _LOW) | (a - j)
         if not packed:  # seqs too large to pack (never in practice): a stable sort of the seqs
             keys = np.empty(e - j, dtype=np.int64)
             for a in range(j, e):
-                keys[a - j] = Q[a]
+                keys[a - j] = sseq[S[a]]
             perm[j:e] = np.argsort(keys, kind="mergesort") + j
         else:
             if e - j <= SMALL:
@@ -155,7 +155,7 @@ def group_rows(rows, n, perm, out):
             for a in range(j, e):
                 perm[a] = j + (perm[a] & ((1 << _LOW) - 1))
         j = e
-    oi, os_, oa, od, oka, okd, orr, oq = out
+    oi, os_, oa, od, oka, okd, orr = out
     for a in range(n):
         p = perm[a]
         oi[a] = I[p]
@@ -165,7 +165,6 @@ def group_rows(rows, n, perm, out):
         oka[a] = rows.ka[p]
         okd[a] = rows.kd[p]
         orr[a] = rows.r[p]
-        oq[a] = Q[p]
     return True
 
 

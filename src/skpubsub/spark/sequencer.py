@@ -123,6 +123,7 @@ class Sequencer:
         for wk, items in seeds.items() if keep else ():  # a new number of workers: placed first
             head[wk] = items + head.get(wk, [])
         self._tail = {}
+        run: list = []  # admitted events after the plan, routed at once (Dispatcher.route_many)
         for line_no, raw in lines:
             self.lines = max(self.lines, line_no)
             ev = self.gate.admit_line(raw, line_no)
@@ -137,7 +138,9 @@ class Sequencer:
                 if self.accepted["pub"] >= self.init_objects:
                     self._route(self._plan(), per)
                 continue
-            self._route([ev], per)
+            run.append(ev)
+        if run:  # before the end's Ticks and the rebalancer, which reads where subscriptions are
+            self._route(run, per)
         if end:
             if self.head is not None:
                 self._route(self._plan(), per)
@@ -159,8 +162,8 @@ class Sequencer:
     def _route(self, events: list, per: dict[int, list]) -> None:
         d = self.dispatcher
         assert d is not None
-        for ev in events:
-            for wk, items in d.route(ev).items():
+        for ev, routed in zip(events, d.route_many(events)):
+            for wk, items in routed.items():
                 per.setdefault(wk, []).extend((ev.seq, it) for it in items)
 
     # -- rebalancing: the cluster side of runtime/rebalance.py's Rebalancer ----------------

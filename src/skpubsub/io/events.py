@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain, groupby, repeat
 from operator import attrgetter
 from typing import Any, Union
 
@@ -124,7 +124,8 @@ class SubBlock(Sequence):
     @classmethod
     def join(cls, parts: list["SubBlock | Sub"]) -> "SubBlock":
         """One block of consecutive ``parts`` (blocks, or single ``Sub`` events)."""
-        blocks = [p if type(p) is SubBlock else cls.of([p]) for p in parts]
+        blocks = [b for is_block, run in groupby(parts, lambda p: type(p) is SubBlock)  # a run of events: one ``of``
+                  for b in (run if is_block else (cls.of(list(run)),))]
         if len(blocks) == 1:
             return blocks[0]
         cols: dict[str, Any] = {}

@@ -13,20 +13,15 @@ import random
 from pathlib import Path
 
 import pytest
+from spark_inprocess import apply_batch, reference_files
 
 from skpubsub.core.config import Window
-from skpubsub.io.encode import json_text
-from skpubsub.io.events import Rejection
-from skpubsub.io.notifications import note_line
-from skpubsub.io.sinks import result_record
-from skpubsub.io.validate import Gate
 from skpubsub.partition.common import AssignedPlan
 from skpubsub.partition.registry import PLANNERS
-from skpubsub.spark.codec import decode_export, decode_items, unpack_notes
-from skpubsub.spark.sequencer import DRIVER, Sequencer
-from skpubsub.spark.sink import merge_notes, merge_results, note_part, result_part
+from skpubsub.spark.codec import decode_export
+from skpubsub.spark.sequencer import Sequencer
+from skpubsub.spark.sink import merge_results
 from skpubsub.spark.worker import WorkerState
-from skpubsub.testing.reference import ReferenceEngine
 from skpubsub.testing.streams import random_stream
 
 
@@ -85,30 +80,9 @@ class InProcess:
         loads = self.loads.get(start)
         rows = self.seqr.feed(self.lines[start:end], end=final, loads=loads, tag=end)
         self.records[start] = {"end": end, "loads": loads, "migrated": self.seqr.migrated}
-        per: dict[int, list] = {}
-        for w, part, payload in rows:
-            if w != DRIVER:
-                per.setdefault(w, []).append((part, payload))
-        parts, results = [], []
-        load = [0.0] * self.m
-        for w in sorted(per):
-            items = [it for _, p in sorted(per[w]) for it in decode_items(p, self.window, self.space)]
-            out = self.workers[w].apply(items)
-            load[w] = self.workers[w].cpu_seconds  # "model" measures the cells itself
-            for r in out:
-                if r[1] == "notes":
-                    seq, reg, match = unpack_notes(bytes(r[5]), int(r[2]))
-                    parts.append(b"".join(note_part(r[4].split("\n"), seq, reg, match)).splitlines(True))
-                elif r[1] == "export":
-                    self.exports[int(r[2]), w] = bytes(r[5])
-                elif r[1] == "result":
-                    results.append((int(r[3]), r[4]))
-            if results:
-                regs, lines = zip(*results)
-                self.results.append(b"".join(result_part(list(regs), list(lines))).splitlines(True))
-                results = []
-        if parts:
-            self.notes += list(merge_notes(parts))
+        notes, results, load = apply_batch(self.workers, rows, self.window, self.space, self.exports)
+        self.notes += notes
+        self.results += results
         self.loads[end] = load
         return end
 
@@ -122,14 +96,6 @@ class InProcess:
         return self.notes, list(merge_results(self.results)) if self.results else []
 
 
-def _reference(s) -> tuple[list[bytes], list[bytes]]:
-    g = Gate(s.window, s.space)
-    events = [ev for i, r in enumerate(s.events, 1) if not isinstance(ev := g.admit(r, i), Rejection)]
-    ref = ReferenceEngine(s.window, s.space)
-    notes = [note_line(n).encode() for n in ref.apply(events)]
-    return notes, [(json_text(result_record(sid, ids)) + "\n").encode() for sid, ids in ref.all_results()]
-
-
 @pytest.mark.parametrize("algorithm", ["gr", "dp"])
 def test_migrations_across_batch_boundaries_are_exact(skewed: str, algorithm: str) -> None:
     """Every subscription starts on one worker; the sequencer migrates between batches
@@ -140,7 +106,7 @@ def test_migrations_across_batch_boundaries_are_exact(skewed: str, algorithm: st
         s = random_stream(seed * 7 + 3, n_events=(80, 160))
         rb = {"sigma": 1.1, "period": 1, "p": 3, "grid": 4, "algorithm": algorithm, "measure": "model"}
         ip = InProcess(s, 3, rb, skewed, lines_per_batch=7)
-        assert ip.run() == _reference(s), (s.seed, s.window)
+        assert ip.run() == reference_files(s), (s.seed, s.window)
         moved += ip.seqr.migrated
         windows.add(Window.parse(s.window).kind)
     assert moved > 100 and len(windows) == 3
@@ -156,7 +122,7 @@ def test_a_restarted_sequencer_makes_the_same_migrations(skewed: str) -> None:
         rb = {"sigma": 1.05, "period": 1, "p": 3, "grid": 4, "algorithm": "gr", "measure": "cpu"}
         ip = InProcess(s, 2, rb, skewed, lines_per_batch=9)
         cut = 9 * random.Random(seed).randint(3, max(3, len(s.events) // 9 - 1))
-        assert ip.run(restart_at=cut) == _reference(s), (s.seed, s.window)
+        assert ip.run(restart_at=cut) == reference_files(s), (s.seed, s.window)
         restarted += ip.records.get(cut, {}).get("migrated", 0) > 0
     assert restarted > 5  # restarts after migrations had happened
 
@@ -167,7 +133,7 @@ def test_global_repartitioning_on_the_sequencer_is_exact(skewed: str) -> None:
         s = random_stream(seed * 3 + 2, n_events=(100, 160), windows=("count", "none"))
         rb = {"sigma": 100.0, "period": 50, "global_period": 3, "drain": 0.6, "grid": 4, "measure": "model"}
         ip = InProcess(s, 3, rb, "skewed-kop", lines_per_batch=8)
-        assert ip.run() == _reference(s), (s.seed, s.window)
+        assert ip.run() == reference_files(s), (s.seed, s.window)
         kinds |= {r.get("global") for r in ip.seqr.rebalancer.log}
     assert {"replanned", "drained"} <= kinds
 

@@ -17,27 +17,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from spark_inprocess import apply_batch, reference_files
 
 from skpubsub.core.config import Window
-from skpubsub.io.encode import json_text
-from skpubsub.io.events import Rejection
-from skpubsub.io.notifications import note_line
-from skpubsub.io.sinks import result_record
-from skpubsub.io.validate import Gate
-from skpubsub.spark.codec import decode_export, decode_items, unpack_notes
-from skpubsub.spark.sequencer import DRIVER, Sequencer
-from skpubsub.spark.sink import merge_notes, merge_results, note_part, result_part
+from skpubsub.spark.codec import decode_export
+from skpubsub.spark.sequencer import Sequencer
+from skpubsub.spark.sink import merge_results
 from skpubsub.spark.worker import WorkerState
-from skpubsub.testing.reference import ReferenceEngine
 from skpubsub.testing.streams import random_stream
-
-
-def _reference(s) -> tuple[list[bytes], list[bytes]]:
-    g = Gate(s.window, s.space)
-    events = [ev for i, r in enumerate(s.events, 1) if not isinstance(ev := g.admit(r, i), Rejection)]
-    ref = ReferenceEngine(s.window, s.space)
-    notes = [note_line(n).encode() for n in ref.apply(events)]
-    return notes, [(json_text(result_record(sid, ids)) + "\n").encode() for sid, ids in ref.all_results()]
 
 
 class Generations:
@@ -89,30 +76,11 @@ class Generations:
         return q
 
     def apply(self, rows, m: int) -> list[float]:
-        per: dict[int, list] = {}
-        for w, part, payload in rows:
-            if w != DRIVER:
-                assert 0 <= w < m, (w, m)
-                per.setdefault(w, []).append((part, payload))
-        parts, load = [], [0.0] * m
-        results = []
-        for w in sorted(per):
-            items = [it for _, p in sorted(per[w]) for it in decode_items(p, self.window, self.space)]
-            out = self.workers[w].apply(items)
-            load[w] = self.workers[w].cpu_seconds
-            for r in out:
-                if r[1] == "notes":
-                    seq, reg, match = unpack_notes(bytes(r[5]), int(r[2]))
-                    parts.append(b"".join(note_part(r[4].split("\n"), seq, reg, match)).splitlines(True))
-                elif r[1] == "export":
-                    self.files[int(r[2]), w] = bytes(r[5])
-                elif r[1] == "result":
-                    results.append((int(r[3]), r[4]))
-        if results:
-            regs, lines = zip(*results)
-            self.results.append(b"".join(result_part(list(regs), list(lines))).splitlines(True))
-        if parts:
-            self.notes += list(merge_notes(parts))
+        assert m == len(self.workers), (m, len(self.workers))
+        notes, results, load = apply_batch(self.workers, rows, self.window, self.space, self.files)
+        self.notes += notes
+        if results:  # the end's: the last batch with results holds them all
+            self.results = results
         return load
 
     def run(self) -> tuple[list[bytes], list[bytes]]:
@@ -140,7 +108,7 @@ class Generations:
             self.loads[end] = self.apply(rows, m)
             at = end
         self.seqr = q
-        return self.notes, list(merge_results(self.results[-1:])) if self.results else []
+        return self.notes, list(merge_results(self.results)) if self.results else []
 
 
 def _stream(seed: int, **kw):
@@ -164,7 +132,7 @@ def test_another_number_of_workers_continues_exactly(pair: tuple[int, int], rest
         part = ["hash", "kop", "location", "ps2"][seed % 4]
         gens = [(0, pair[0]), (_cut(rng, len(s.events), b), pair[1])]
         run = Generations(s, gens, part, b, restart=restart)
-        assert run.run() == _reference(s), (s.seed, s.window, gens, part)
+        assert run.run() == reference_files(s), (s.seed, s.window, gens, part)
         assert run.switched == 1
         windows.add(Window.parse(s.window).kind)
     assert len(windows) == 3
@@ -175,10 +143,10 @@ def test_a_switch_while_o_init_is_still_buffered_and_several_in_a_row() -> None:
         s = _stream(seed * 7 + 1)
         b = 9
         early = Generations(s, [(0, 2), (b, 3)], "kop", b, restart=True, init_objects=40)
-        assert early.run() == _reference(s), (s.seed, s.window)
+        assert early.run() == reference_files(s), (s.seed, s.window)
         chain = Generations(s, [(0, 2), (2 * b, 3), (4 * b, 1), (4 * b, 2), (7 * b, 4)], "hash", b,
                             restart=bool(seed % 2))
-        assert chain.run() == _reference(s), (s.seed, s.window)
+        assert chain.run() == reference_files(s), (s.seed, s.window)
         assert chain.switched == 4
 
 
@@ -205,7 +173,7 @@ def test_switches_with_rebalancing_and_adoptions_pending(skewed: str, restart: b
         b = 8
         cut = _cut(random.Random(seed), len(s.events), b)
         run = Generations(s, [(0, 2), (cut, 3)], skewed, b, rebalance=rb, restart=restart)
-        assert run.run() == _reference(s), (s.seed, s.window, cut)
+        assert run.run() == reference_files(s), (s.seed, s.window, cut)
         moved += run.seqr.migrated
     assert moved > 50
 

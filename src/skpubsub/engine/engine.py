@@ -28,7 +28,7 @@ from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import insert_newest, remove
 from ..results.refill import POOL, refill_of
 from ..store.objects import AliveStore, ObjectTable, PubColumns
-from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable, _any_given
+from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable, any_given
 from .messages import Adopt, Backfill, Drop, Tick
 
 
@@ -196,7 +196,7 @@ class Engine:
         n = len(b)
         last = b.t[-1]  # times as given: exact comparisons (SPEC 6)
         exps = b.expires
-        if exps is not None and (n < 2 or not _any_given(exps)):
+        if exps is not None and (n < 2 or not any_given(exps)):
             exps = None
         if (n < 2 or self.external or (self.window.retains and self.alive.count)
                 or self.clock.next_due <= last

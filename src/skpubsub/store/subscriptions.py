@@ -25,7 +25,7 @@ _RECORD = ("active", "kind", "match_all", "complete", "kw_len", "kw_off", "x", "
 _UNIT: dict[int, tuple[float, ...]] = {}  # n -> unit_weights(None, n): most subscriptions give no weights
 
 
-def _any_given(values) -> bool:
+def any_given(values) -> bool:
     """Is any of ``values`` not None (a C loop)?"""
     return any(map(is_not, values, repeat(None)))
 
@@ -181,7 +181,7 @@ class SubTable(Laid):
         c.match_all[at] = np.fromiter(b.match_all, np.bool_, n)
         seq = b.seq
         c.seq[at] = np.arange(seq.start, seq.stop, seq.step) if type(seq) is range else np.fromiter(seq, np.int64, n)
-        if b.expires is not None and _any_given(b.expires):
+        if b.expires is not None and any_given(b.expires):
             c.expires[at] = np.fromiter((math.inf if e is None else e for e in b.expires), np.float64, n)
         else:
             c.expires[at] = math.inf
@@ -226,7 +226,7 @@ class SubTable(Laid):
             table[ln, :ln] = _unit(None, ln)
         within = idx - np.repeat(offs, lens)
         self.kw.ws[idx] = table[lens[owner], within]
-        if weights is not None and _any_given(weights):
+        if weights is not None and any_given(weights):
             for i, w in enumerate(weights):
                 if w is not None:
                     off, ln = int(offs[i]), int(lens[i])

@@ -100,11 +100,7 @@ def _read_list(p, level, cx, cy, lists, st, cands, nc):
                     level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
                 dropped += 1
                 continue
-            blk_data[wb * B + wi] = ent
-            wi += 1
-            if wi == B:
-                wb = blk_next[wb]
-                wi = 0
+            wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)
             if stamp[s] != st:  # not yet seen under another key
                 stamp[s] = st
                 cands[nc] = s

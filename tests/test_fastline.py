@@ -303,3 +303,55 @@ def test_one_odd_line_in_a_block_of_one_kind(kind, edit):
     for joined in (0, 1):
         _same_by_blocks("none", lines, [1, 6], joined)
         _same_by_blocks("time:3", lines, [1, 6], joined)
+
+
+def test_ids_across_blocks():
+    """The active-id rules across blocks, by columns where the block allows (``_claim``): an
+    id freed by its unsub and reused in a block is accepted; an id twice in one block, and
+    an id still active when a block of subscriptions arrives, are rejected (the block goes
+    line by line, the rest of it accepted) and the Gate's ids are as before the block; an
+    id ended by expiry is reusable, then active again. Each verdict is spelled out (the
+    line-by-line Gate could be wrong the same way), and the block path's state is the
+    line path's (``_same_by_blocks``)."""
+    def sub(ident, t, kind="range", **extra):
+        return json.dumps({**_record(kind, ident, t, ["de"], ""), **extra}).encode()
+
+    def unsub(ident, t):
+        return json.dumps({"op": "unsub", "id": ident, "t": t}).encode()
+
+    blocks = [
+        [sub("a", 0), sub("b", 0), sub(1, 0), sub("1", 0, "knn")],  # 1 and "1" are two ids
+        [unsub("b", 1)],
+        [sub("b", 1), sub("d", 1)],  # b reused after its unsub
+        [sub("e", 2), sub("f", 2), sub("e", 2)],  # e twice in the block
+        [sub("g", 2, "knn"), sub("a", 2, "knn"), sub("h", 2, "knn")],  # a still active
+        [sub("g", 3), sub("i", 3)],  # g, accepted line by line in the block before, is active
+        [sub("z", 4, expires=6)],
+        [sub("z", 6), sub("y", 6)],  # z ended at 6: reusable
+        [sub("z", 7), sub(1, 7)],  # both active
+        [unsub("a", 8), sub("j", 8)],
+        [sub("a", 8), sub("k", 8)],
+    ]
+    from skpubsub.io import validate
+    g = Gate("time:100")
+    got, labels = [], []
+    start = 1
+    for block in blocks:
+        out = g.admit_block(start, b"\n".join(block), len(block))
+        labels.append(g.block_label)
+        got += [(e.id, "ok") if not isinstance(e, validate.Rejection) else (json.loads(e.raw)["id"], e.error)
+                for e in out]
+        start += len(block)
+    dup = "duplicate active subscription id: {!r}"
+    assert got == [("a", "ok"), ("b", "ok"), (1, "ok"), ("1", "ok"), ("b", "ok"), ("b", "ok"), ("d", "ok"),
+                   ("e", "ok"), ("f", "ok"), ("e", dup.format("e")),
+                   ("g", "ok"), ("a", dup.format("a")), ("h", "ok"),
+                   ("g", dup.format("g")), ("i", "ok"),
+                   ("z", "ok"), ("z", "ok"), ("y", "ok"), ("z", dup.format("z")), (1, dup.format(1)),
+                   ("a", "ok"), ("j", "ok"), ("a", "ok"), ("k", "ok")]
+    assert set(g._active) == {"a", "b", 1, "1", "d", "e", "f", "g", "h", "i", "z", "y", "j", "k"}
+    # the clean blocks went by columns (the reuses included), the others line by line
+    assert labels == [None, None, "sub:range", None, None, None, None, None, None, None, "sub:range"]
+    lines = [line for block in blocks for line in block]
+    _same_by_blocks("time:100", lines, [len(b) for b in blocks])
+    _same_by_blocks("time:100", lines, [1])

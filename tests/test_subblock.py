@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from skpubsub.io.events import Sub, SubBlock, events_of
+from skpubsub.io.events import BLOCKS, Pub, PubBlock, Sub, SubBlock, events_of
 from skpubsub.io.validate import Gate
 from skpubsub.runtime.engines import make_engine
 from skpubsub.store.subscriptions import SubTable
@@ -144,8 +144,9 @@ def _line(kind: str, ident: str, t: int, draw) -> bytes:
 
 
 def _batches(gate: Gate, lines: list, cuts: list[int], batch_size: int) -> list[list]:
-    """What ``skpubsub run`` hands the engine: the Gate's blocks (``SubBlock`` s sliced as
-    one item a batch piece), cut into batches of ``batch_size`` events."""
+    """What ``skpubsub run`` hands the engine: the Gate's blocks (``SubBlock`` s and
+    ``PubBlock`` s sliced as one item a batch piece), cut into batches of ``batch_size``
+    events."""
     out: list[list] = [[]]
     size, start, i = 0, 0, 0
     while start < len(lines):
@@ -153,12 +154,12 @@ def _batches(gate: Gate, lines: list, cuts: list[int], batch_size: int) -> list[
         i += 1
         got = gate.admit_block(start + 1, b"\n".join(lines[start:end]), end - start)
         start = end
-        pieces = [got[j:j + 1] for j in range(len(got))] if type(got) is SubBlock and i % 3 == 0 else [got]
+        pieces = [got[j:j + 1] for j in range(len(got))] if type(got) in BLOCKS and i % 3 == 0 else [got]
         for piece in pieces:  # (now and then a block in pieces of one: a batch of one block of one)
             j, n = 0, len(piece)
             while j < n:
                 k = min(n, j + max(1, batch_size - size))
-                if type(piece) is SubBlock:
+                if type(piece) in BLOCKS:
                     out[-1].append(piece[j:k])
                 else:
                     out[-1].extend(piece[j:k])
@@ -209,10 +210,33 @@ def test_an_engine_given_the_gates_blocks_equals_one_by_one_and_the_reference(wi
     many._check()
 
 
-def test_the_gate_hands_subscriptions_on_as_columns():
+def test_the_gate_hands_subscriptions_and_objects_on_as_columns():
     """Else the test above could not tell the two paths apart."""
-    lines = [_line(kind, f"{kind}{i}", 0, __import__("random").Random(i)) for kind in ("range", "knn")
+    lines = [_line(kind, f"{kind}{i}", 0, __import__("random").Random(i)) for kind in ("range", "knn", "pub")
              for i in range(30)]
     g = Gate("none")
     assert type(g.admit_block(1, b"\n".join(lines[:30]), 30)) is SubBlock
-    assert type(g.admit_block(31, b"\n".join(lines[30:]), 30)) is SubBlock
+    assert type(g.admit_block(31, b"\n".join(lines[30:60]), 30)) is SubBlock
+    assert type(g.admit_block(61, b"\n".join(lines[60:]), 30)) is PubBlock
+
+
+def test_a_pub_block_is_its_events():
+    """A ``PubBlock`` is, as a sequence, exactly its ``Pub`` events (with and without an
+    ``expires`` column), and ``pub_columns`` of it is ``pub_columns`` of its events."""
+    from skpubsub.store.objects import pub_columns
+    rng = np.random.default_rng(3)
+    pubs = [Pub(50 + i, f"o{i}" if i % 3 else i, i // 4, float(rng.uniform(-9, 9)), float(rng.uniform(-9, 9)),
+                tuple(rng.choice(["a", "b", "c", "d"], size=int(rng.integers(1, 4)), replace=False).tolist()),
+                None if i % 5 else 100 + i) for i in range(60)]
+    b = PubBlock.of(pubs)
+    assert list(b) == pubs and [b[i] for i in range(60)] == pubs and b.expires is not None
+    assert list(PubBlock.join([b[:10], pubs[10], b[11:40], *pubs[40:45], b[45:]])) == pubs
+    plain = [Pub(p.seq, p.id, p.t, p.x, p.y, p.keywords) for p in pubs[:20]]
+    g = PubBlock(seq=range(50, 70), id=[p.id for p in plain], t=[p.t for p in plain], x=[p.x for p in plain],
+                 y=[p.y for p in plain], keywords=[p.keywords for p in plain])
+    assert g.expires is None and list(g) == plain and list(g[3:9]) == plain[3:9]
+    assert events_of([pubs[0], g, b[:2]]) == [pubs[0], *plain, *pubs[:2]]
+    for block, evs in ((b, pubs), (g, plain), (g[5:5], [])):
+        got, want = pub_columns(block), pub_columns(evs)
+        assert [list(c) for c in got] == [list(c) for c in want]
+        assert len(got.seq) == len(evs)

@@ -87,54 +87,54 @@ Event = Union[Pub, Sub, Unsub]
 
 _SUB_FIELDS = tuple(Sub.__struct_fields__)  # positional order of Sub
 _SUB_DEFAULTS = dict(zip(_SUB_FIELDS[len(_SUB_FIELDS) - len(Sub.__struct_defaults__):], Sub.__struct_defaults__))
+_PUB_FIELDS = tuple(Pub.__struct_fields__)
+_PUB_DEFAULTS = dict(zip(_PUB_FIELDS[len(_PUB_FIELDS) - len(Pub.__struct_defaults__):], Pub.__struct_defaults__))
 
 
-class SubBlock(Sequence):
-    """A run of subscriptions as columns, one list (or ``range``) a field of :class:`Sub`,
-    in stream order: what the Gate makes of a block of subscription lines it judged by
-    columns, and what the engine registers at once (``SubTable.add_many``) without a
-    ``Sub`` a record. A column that is None holds the field's default for every record
-    (a range block has no ``x``, ``y``, ``k``, ...; a block without expiries no
-    ``expires``). As a sequence it is its ``Sub`` events, made only when asked for
-    (``block[i]``, iteration); ``block[i:j]`` is the columns' slice. ``kind``: the one
-    kind of every record, or None when they differ (then ``kinds`` lists them)."""
+class _Block(Sequence):
+    """A run of events of one class as columns, one list (or ``range``) a field, in stream
+    order: :class:`SubBlock`, :class:`PubBlock`. A column that is None holds the field's
+    default for every record. As a sequence it is its events, made only when asked for
+    (``block[i]``, iteration); ``block[i:j]`` is the columns' slice."""
 
-    __slots__ = _SUB_FIELDS + ("one_kind",)
+    __slots__ = ()
+    EVENT: Any = None  # the event class
+    FIELDS: tuple[str, ...] = ()  # its fields, in positional order
+    DEFAULTS: dict[str, Any] = {}
+    OPTIONAL: tuple[str, ...] = ()  # the fields None by default: a column of None is left out
 
     def __init__(self, **cols: Any) -> None:
         n = len(cols["seq"])
-        for f in _SUB_FIELDS:
+        for f in self.FIELDS:
             v = cols.get(f)
             if v is not None and len(v) != n:
                 raise ValueError(f"column {f} has {len(v)} values, seq {n}")
             setattr(self, f, v)
-        kinds = self.kind
-        self.one_kind = kinds[0] if n and kinds.count(kinds[0]) == n else None
 
     @classmethod
-    def of(cls, subs: list[Sub]) -> "SubBlock":
-        """The columns of ``subs`` (a column of defaults left None). O(n) in C loops."""
-        cols: dict[str, Any] = {f: list(map(attrgetter(f), subs)) for f in _SUB_FIELDS}
-        for f in ("rect", "weights", "expires"):  # None by default: a column of None is left out
+    def of(cls, evs: list):
+        """The columns of ``evs`` (a column of defaults left None). O(n) in C loops."""
+        cols: dict[str, Any] = {f: list(map(attrgetter(f), evs)) for f in cls.FIELDS}
+        for f in cls.OPTIONAL:
             col = cols[f]
             if col.count(None) == len(col):
                 cols[f] = None
         return cls(**cols)
 
     @classmethod
-    def join(cls, parts: list["SubBlock | Sub"]) -> "SubBlock":
-        """One block of consecutive ``parts`` (blocks, or single ``Sub`` events)."""
-        blocks = [b for is_block, run in groupby(parts, lambda p: type(p) is SubBlock)  # a run of events: one ``of``
+    def join(cls, parts: list):
+        """One block of consecutive ``parts`` (blocks of this class, or single events)."""
+        blocks = [b for is_block, run in groupby(parts, lambda p: type(p) is cls)  # a run of events: one ``of``
                   for b in (run if is_block else (cls.of(list(run)),))]
         if len(blocks) == 1:
             return blocks[0]
         cols: dict[str, Any] = {}
-        for f in _SUB_FIELDS:
+        for f in cls.FIELDS:
             got = [getattr(b, f) for b in blocks]
             if all(c is None for c in got):
                 cols[f] = None
             else:
-                d = _SUB_DEFAULTS.get(f)
+                d = cls.DEFAULTS.get(f)
                 cols[f] = list(chain.from_iterable(repeat(d, len(b)) if c is None else c
                                                    for b, c in zip(blocks, got)))
         return cls(**cols)
@@ -142,35 +142,75 @@ class SubBlock(Sequence):
     def column(self, f: str) -> Any:
         """Field ``f`` of every record: its column, or its default repeated when None."""
         c = getattr(self, f)
-        return repeat(_SUB_DEFAULTS[f], len(self.seq)) if c is None else c
+        return repeat(self.DEFAULTS[f], len(self.seq)) if c is None else c
 
     def __len__(self) -> int:
         return len(self.seq)
 
     def __iter__(self):
-        return map(Sub, *map(self.column, _SUB_FIELDS))
+        return map(self.EVENT, *map(self.column, self.FIELDS))
+
+    def _slice(self, i: slice):
+        out = type(self).__new__(type(self))
+        for f in self.FIELDS:
+            c = getattr(self, f)
+            setattr(out, f, None if c is None else c[i])
+        return out
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            out = SubBlock.__new__(SubBlock)
-            for f in _SUB_FIELDS:
-                c = getattr(self, f)
-                setattr(out, f, None if c is None else c[i])
-            out.one_kind = self.one_kind if len(out.seq) else None
-            if out.one_kind is None and len(out.seq):
-                kinds = out.kind
-                out.one_kind = kinds[0] if kinds.count(kinds[0]) == len(kinds) else None
-            return out
-        return Sub(*(_SUB_DEFAULTS[f] if c is None else c[i]
-                     for f, c in zip(_SUB_FIELDS, map(self.__getattribute__, _SUB_FIELDS))))
+            return self._slice(i)
+        defaults = self.DEFAULTS
+        return self.EVENT(*(defaults[f] if c is None else c[i]
+                            for f, c in zip(self.FIELDS, map(self.__getattribute__, self.FIELDS))))
+
+
+class SubBlock(_Block):
+    """A run of subscriptions as columns, one list (or ``range``) a field of :class:`Sub`:
+    what the Gate makes of a block of subscription lines it judged by columns, and what the
+    engine registers at once (``SubTable.add_many``) without a ``Sub`` a record. A range
+    block has no ``x``, ``y``, ``k``, ... columns; a block without expiries no ``expires``.
+    ``one_kind``: the one kind of every record, or None when they differ."""
+
+    __slots__ = _SUB_FIELDS + ("one_kind",)
+    EVENT, FIELDS, DEFAULTS, OPTIONAL = Sub, _SUB_FIELDS, _SUB_DEFAULTS, ("rect", "weights", "expires")
+
+    def __init__(self, **cols: Any) -> None:
+        super().__init__(**cols)
+        kinds, n = self.kind, len(self.seq)
+        self.one_kind = kinds[0] if n and kinds.count(kinds[0]) == n else None
+
+    def _slice(self, i: slice) -> "SubBlock":
+        out = super()._slice(i)
+        out.one_kind = self.one_kind if len(out.seq) else None
+        if out.one_kind is None and len(out.seq):
+            kinds = out.kind
+            out.one_kind = kinds[0] if kinds.count(kinds[0]) == len(kinds) else None
+        return out
 
     def __repr__(self) -> str:
         return f"SubBlock({len(self)} subscriptions, kind={self.one_kind})"
 
 
+class PubBlock(_Block):
+    """A run of objects as columns, one list (or ``range``) a field of :class:`Pub`: what
+    the Gate makes of a block of ``pub`` lines it judged by columns, and what the engine's
+    publish path reads (``store.objects.pub_columns``) without a ``Pub`` a record. A block
+    without expiries has no ``expires`` column."""
+
+    __slots__ = _PUB_FIELDS
+    EVENT, FIELDS, DEFAULTS, OPTIONAL = Pub, _PUB_FIELDS, _PUB_DEFAULTS, ("expires",)
+
+    def __repr__(self) -> str:
+        return f"PubBlock({len(self)} objects)"
+
+
+BLOCKS = (SubBlock, PubBlock)
+
+
 def events_of(items) -> list:
-    """``items`` (events and :class:`SubBlock` s) as the events they are, in order."""
-    return list(chain.from_iterable(it if type(it) is SubBlock else (it,) for it in items))
+    """``items`` (events, :class:`SubBlock` s and :class:`PubBlock` s) as the events they are, in order."""
+    return list(chain.from_iterable(it if type(it) in BLOCKS else (it,) for it in items))
 
 
 @dataclass(frozen=True, slots=True)

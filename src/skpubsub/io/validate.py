@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from itertools import chain, count, filterfalse, islice
+from itertools import chain, count, filterfalse, islice, repeat
 from operator import attrgetter, itemgetter, le
 from typing import Any
 
@@ -21,7 +21,7 @@ import numpy as np
 from msgspec import UNSET
 
 from ..core.config import Space, Window
-from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, Rejection, Sub, SubBlock, Unsub, op_label
+from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, PubBlock, Rejection, Sub, SubBlock, Unsub, op_label
 from . import fastline
 from .keywords import normalise, normalise_keywords, split_text
 
@@ -358,8 +358,12 @@ class Gate:
         self.window = Window.parse(window) if isinstance(window, str) else window
         self.space = space or Space()
         self.last_t: int | float | None = None
-        self._active: dict[Any, int] = {}  # sub id -> its seq (tells an ended id from a reused one)
-        self._expires: dict[Any, int | float] = {}  # sub id -> expires as given, for those that have one
+        # The active sub ids, as an ordered set (a dict of None: ``_columns`` takes a block's ids
+        # back off its end); one insertion an id admitted, one deletion an id that ends.
+        self._active: dict[Any, None] = {}
+        # sub id -> (expires as given, its seq), for those with one (the seq tells the heap's
+        # entry of an ended registration from a reuse of its id)
+        self._expires: dict[Any, tuple[int | float, int]] = {}
         self._ends: list[tuple[int | float, int, Any]] = []  # heap of (expires, seq, id): when ids end
         self._seq = 0
         self.block_label: str | None = None  # the label of every event of the last block, if one
@@ -397,11 +401,12 @@ class Gate:
         return self.admit(rec, line, raw)
 
     def admit_block(self, first: int, lines: bytes | list[bytes | None],
-                    n: int | None = None) -> list[Event | Rejection] | SubBlock:
+                    n: int | None = None) -> list[Event | Rejection] | SubBlock | PubBlock:
         """``admit_line`` of each of ``lines``, numbered from ``first``: the same events and
         rejections in the same order, at a fraction of the cost a line (see io/NOTES.md);
-        a block of subscriptions judged by columns comes as their :class:`SubBlock` (a
-        sequence of the same ``Sub`` events, kept as columns).
+        a block of subscriptions or of objects judged by columns comes as their
+        :class:`SubBlock` or :class:`PubBlock` (a sequence of the same events, kept as
+        columns).
         ``lines``: a list as ``stream_lines`` gives them, or (``stream_blocks``) the bytes
         of lines without CR joined by ``\n``; ``n``, how many (counted when not given).
 
@@ -447,11 +452,12 @@ class Gate:
         return [self.admit_line(raw, line) if rec is None else admit(rec, raw, line)
                 for line, raw, rec in zip(count(first), lines, recs)]
 
-    def _columns(self, first: int, recs: list) -> list[Event] | SubBlock | None:
+    def _columns(self, first: int, recs: list) -> SubBlock | PubBlock | None:
         """The events of a block of decoded records when the block is one op (``pub``) or one
         kind of ``sub`` (``range``, ``knn``) and every record passes, judged by columns; None
         (and nothing changed) when any record needs a closer look. Subscriptions are handed
-        on as their columns (a :class:`SubBlock`, no ``Sub`` a record), objects as a list. Each test is the one
+        on as their columns (a :class:`SubBlock`, no ``Sub`` a record), objects likewise (a
+        :class:`PubBlock`). Each test is the one
         ``fastline.event`` and ``_admit_decoded`` make of one record, over the column, with
         C loops (``map``, ``min``, set operations) instead of a Python step a record."""
         ops = set(map(_OP, recs))
@@ -484,16 +490,13 @@ class Gate:
                 xs, ys = list(map(_X, recs)), list(map(_Y, recs))
                 if not _inside(space, xs, ys):
                     return None
-                out = list(map(Pub, seqs, ids, ts, xs, ys, kws))
+                out = PubBlock(seq=seqs, id=ids, t=ts, x=xs, y=ys, keywords=kws)
                 label = "pub"
             else:
                 kinds = set(map(_KIND, recs))
                 if len(kinds) != 1:
                     return None
                 kind = kinds.pop()
-                active = self._active
-                if not active.keys().isdisjoint(ids):
-                    return None  # one perhaps active (or ended, but not yet forgotten): event by event
                 if kind == RANGE:
                     rects = list(map(_RECT, recs))
                     if not (all(map(le, map(_X1, rects), map(_X2, rects)))
@@ -512,11 +515,7 @@ class Gate:
                                    match_all=match_all, x=xs, y=ys, k=ks)
                 else:
                     return None
-                size = len(active)
-                active.update(zip(ids, seqs))
-                if len(active) != size + len(ids):  # an id twice in the block: none was there before
-                    for ident in ids:
-                        active.pop(ident, None)
+                if not self._claim(ids):
                     return None
                 label = op_label("sub", kind)
         except TypeError:
@@ -525,6 +524,23 @@ class Gate:
         self.last_t = ts[-1]
         self._seq = seqs[-1]
         return out
+
+    def _claim(self, ids: list) -> bool:
+        """Make a block's ids active if none is active (or ended, but not yet forgotten) and
+        none comes twice; else change nothing and say False (the block goes event by event,
+        which names the id). One insertion an id into the large ``_active``, no test before
+        it (an ``isdisjoint`` cost as much again): the dict grows by fewer than the ids
+        exactly when one was there or came twice, and its new keys are then its last
+        ``grown`` ones (insertion order), taken back off the end."""
+        active = self._active
+        size = len(active)
+        active.update(zip(ids, repeat(None)))
+        grown = len(active) - size
+        if grown != len(ids):
+            for ident in list(islice(reversed(active), grown)):
+                del active[ident]
+            return False
+        return True
 
     def admit(self, rec: Any, seq: int | None = None, raw: bytes | str | None = None) -> Event | Rejection:
         """One parsed record at stream position ``seq`` (default: one after the last)."""
@@ -555,7 +571,7 @@ class Gate:
         if ident not in self._active:
             return False
         exp = self._expires.get(ident)
-        return exp is None or exp > t
+        return exp is None or exp[0] > t
 
     def _check_state(self, ev: Event) -> None:
         t = ev.t  # as given: int/float comparisons are exact (SPEC section 6, "Times")
@@ -572,15 +588,16 @@ class Gate:
         ends = self._ends
         while ends and ends[0][0] <= t:  # forget ended ids: memory stays O(active)
             _, seq, ident = heapq.heappop(ends)
-            if self._active.get(ident) == seq:
+            end = self._expires.get(ident)
+            if end is not None and end[1] == seq:  # not unsubscribed, nor reused since
                 del self._active[ident]
                 del self._expires[ident]
         cls = type(ev)
         if cls is Sub:
             expires = ev.expires  # type: ignore[union-attr]
-            self._active[ev.id] = ev.seq
+            self._active[ev.id] = None
             if expires is not None:
-                self._expires[ev.id] = expires
+                self._expires[ev.id] = (expires, ev.seq)
                 heapq.heappush(ends, (expires, ev.seq, ev.id))
             elif self._expires:
                 self._expires.pop(ev.id, None)  # an id that ended by expiry, reused without one

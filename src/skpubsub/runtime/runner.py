@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
-from ..io.events import Pub, Rejection, Sub, SubBlock, Unsub, events_of
+from ..io.events import Pub, Rejection, Sub, Unsub, events_of
 from ..io.lines import stream_blocks, stream_lines
 from ..io.sinks import RunWriter
 from ..io.validate import Gate
@@ -30,8 +30,8 @@ class _Single:
 
     def apply(self, events):
         """Notifications as columns where the engine has them (the writer formats them).
-        ``events`` may hold ``SubBlock`` s: the engine with columns registers them as they
-        are, another (the reference) is given their events."""
+        ``events`` may hold ``SubBlock`` s and ``PubBlock`` s: the engine with columns takes
+        them as they are, another (the reference) is given their events."""
         apply = getattr(self.engine, "apply_columnar", None)
         return apply(events) if apply is not None else self.engine.apply(events_of(events))
 
@@ -111,7 +111,7 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     start = time.perf_counter()
     apply_s = 0.0
     with open(path, "rb") as f:
-        batch: list = []  # events, and SubBlocks of several (single engine)
+        batch: list = []  # events, and SubBlocks and PubBlocks of several (single engine)
         size_of = 0  # events in the batch
         done = 0
 
@@ -167,14 +167,10 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                                 flush()
                 else:
                     accepted[label] += len(out)  # a block of one kind, no rejection
-                    whole = type(out) is SubBlock  # columns: a slice is one item of the batch
-                    i, n = 0, len(out)
+                    i, n = 0, len(out)  # a SubBlock or PubBlock: a slice is one item of the batch
                     while i < n:  # fill the batch to batch_size, flush, go on
                         j = min(n, i + max(1, batch_size - size_of))
-                        if whole:
-                            batch.append(out[i:j])
-                        else:
-                            batch.extend(out[i:j])
+                        batch.append(out[i:j])
                         size_of += j - i
                         i = j
                         if size_of >= batch_size:

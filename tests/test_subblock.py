@@ -119,6 +119,28 @@ def test_the_table_of_a_block_is_the_table_of_add_in_turn(seed):
     _same_tables(a, b)
 
 
+def test_slot_of_enters_the_blocks_ids_when_read():
+    """``add_many`` leaves a block's ids pending; the first read of ``slot_of`` (a removal
+    reads it) enters them, a lone ``add`` in between included, so the map is the live ids'
+    slots however the adds and reads interleave."""
+    subs = _mixed(160, 5)
+    kw = {w: i for i, w in enumerate(sorted({w for s in subs for w in s.keywords}))}
+    ids_of = lambda ss: [kw[w] for s in ss for w in s.keywords]  # noqa: E731
+    t = SubTable()
+    t.add_many(SubBlock.of(subs[:50]), ids_of(subs[:50]))
+    lone = t.add(subs[50], ids_of(subs[50:51]))
+    t.add_many(SubBlock.of(subs[51:100]), ids_of(subs[51:100]))
+    assert len(t._pending) == 2 and len(t._slot_of) == 1  # nothing looked up yet
+    t.remove(t.slot_of[subs[10].id])
+    t.remove(lone)
+    t.add_many(SubBlock.of(subs[100:]), ids_of(subs[100:]))  # onto the freed slots, then fresh ones
+    t.remove(t.slot_of[subs[120].id])
+    live = [s for i, s in enumerate(subs) if i not in (10, 50, 120)]
+    assert sorted(map(str, t.slot_of)) == sorted(str(s.id) for s in live)
+    assert all(t.ids[t.slot_of[s.id]] == s.id for s in live)
+    t._check()
+
+
 # -- the engine given the Gate's blocks ------------------------------------------------------
 
 def _line(kind: str, ident: str, t: int, draw) -> bytes:

@@ -96,11 +96,27 @@ class SubTable(Laid):
         self.kw = SegmentPool({"id": np.int32, "ws": np.float64})
         self.res = SegmentPool({"obj": np.int64, "key": np.float64, "dom": np.int32})
         self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
-        self.slot_of: dict[object, int] = {}
+        self._slot_of: dict[object, int] = {}  # live id -> slot (``slot_of``), but for:
+        self._pending: list[tuple[list, object]] = []  # (ids, slots) of the blocks added since it was last read
         # High-water marks of k, kb and keyword counts (the kernels' scratch is sized by them
         # per run; a max over every slot each run cost more than the run on small runs).
         self.max_k = self.max_kb = self.max_kw = 1
         self._kb: dict[int, int] = {}  # k -> kb (``claim``)
+
+    @property
+    def slot_of(self) -> dict[object, int]:
+        """Live id -> slot. The ids of the blocks ``add_many`` registered are entered here
+        when it is next read, not as they come: a run that never looks an id up (no
+        unsub, no export) never builds this second map of a million ids beside the Gate's
+        (the dict's inserts were ~5% of ``skpubsub run`` on range_1m); one that does pays
+        the same inserts, later. A live id is in one slot only (the Gate's duplicate rule),
+        so ``claim`` enters its own id at once, whatever is pending."""
+        if self._pending:
+            d = self._slot_of
+            for ids, slots in self._pending:
+                d.update(zip(ids, slots))
+            self._pending = []
+        return self._slot_of
 
     def add(self, ev: Sub, kw_ids: list[int]) -> int:
         """One subscription's slot: ``claim``, then its few keyword ids and weights item by
@@ -123,7 +139,7 @@ class SubTable(Laid):
         if s >= len(self.ids):
             self.ids = grow_ids(self.ids, s)
         self.ids[s] = ev.id
-        self.slot_of[ev.id] = s
+        self._slot_of[ev.id] = s
         off = self.kw.alloc(n)
         if n > self.max_kw:
             self.max_kw = n
@@ -168,7 +184,7 @@ class SubTable(Laid):
         at = as_index(slots)
         ids = b.id
         self.ids = put_ids(self.ids, slots, ids)
-        self.slot_of.update(zip(ids, range(at.start, at.stop) if isinstance(at, slice) else slots.tolist()))
+        self._pending.append((ids, range(at.start, at.stop) if isinstance(at, slice) else slots.tolist()))
         c.active[at] = True
         one = b.one_kind
         if one is not None:  # the Gate's blocks: one kind

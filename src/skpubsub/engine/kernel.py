@@ -31,7 +31,7 @@ from ..core.scoring import carries_all, topk_key_ids
 from ..index.aoiq import probe_tokens
 from ..index.cells import box_at, extent
 from ..index.placing import post_slot
-from ..index.probe import scan
+from ..index.probe import kw_sig, scan
 from ..index.nodecost import slot_level
 from ..index.prefix import post_tokens, prefix_bounds, probe_classes, same_classes
 from ..results.kbest import after_put, put
@@ -108,7 +108,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 nt = probe_tokens(okw, directory, srt, toks)
                 if prefix:
                     nt = probe_classes(okw, toks, nt)
-                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, grid, cands)
+                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw))
             if len(pe_off) > 1:
                 nc = _join(pe[pe_off[e]:pe_off[e + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
             found = 0
@@ -184,7 +184,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             nt = probe_tokens(okw, directory, srt, toks)
             if prefix:
                 nt = probe_classes(okw, toks, nt)
-            nc = scan(x, y, toks[:nt], stamp_next[0], active, grid, cands)
+            nc = scan(x, y, toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw))
         if len(pc_off) > 1:
             nc = _join(pc[pc_off[i]:pc_off[i + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
         counters[C_CAND] += nc

@@ -46,7 +46,7 @@ from .pairs import Cost, new_book
 from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, place_slot,
                       post_many, post_slot, region_of, regions, register_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
-from .probe import _has_entry, scan, sweep
+from .probe import _has_entry, kw_sig, scan, sweep
 
 # Per-slot fields, one record a slot (columns.records): a posting entry's liveness test
 # (postings.read: epoch, level, box) and the scan's stamp read one cache line.
@@ -60,6 +60,7 @@ SLOT_FIELDS = (
     ("kw0", np.int32, -1),  # the one keyword an `all` subscription is posted under
     ("level", np.int8, -1),  # -1: the global list
     ("pending", np.bool_, False),  # queued for re-posting by the kernel
+    ("sig", np.uint32, 0),  # an `all` subscription's keyword signature (probe.kw_sig), else 0: the scan's test
 )
 
 BULK = 4096  # entries from which place_many groups them by key rather than appending one by one
@@ -427,13 +428,16 @@ class CompiledGrid(SubscriptionIndex):
         return out[: probe_classes(kw_ids, out, len(kw_ids))]
 
     def candidates(self, x: float, y: float, kw_ids) -> np.ndarray:
-        return self._scan(x, y, self._tokens(np.asarray(kw_ids, dtype=np.int64)))
+        ids = np.asarray(kw_ids, dtype=np.int64)
+        return self._scan(x, y, self._tokens(ids), int(kw_sig(ids)))
 
-    def _scan(self, x: float, y: float, tokens: np.ndarray) -> np.ndarray:
+    def _scan(self, x: float, y: float, tokens: np.ndarray, sig: int = -1) -> np.ndarray:
+        """The live slots under ``tokens`` in the cells of (x, y), but those whose keyword
+        signature has a bit outside ``sig`` (an object's ``kw_sig``; -1: none left out)."""
         self.fit(self.subs.cols.capacity - 1)
         cands = np.empty(len(self.epoch), dtype=np.int64)
         self.stamp_next[0] += 1
-        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands)
+        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands, sig)
         return np.sort(cands[:n])
 
     @property

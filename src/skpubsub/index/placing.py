@@ -25,6 +25,7 @@ from .cells import best_level, extent, level_key
 from .nodecost import slot_level
 from .pairs import assign_many
 from .prefix import NC, post_tokens, prefix_bounds
+from .probe import kw_sig
 
 
 @njit(cache=True)
@@ -79,6 +80,15 @@ def _plain_tokens(r, tok, kw_id, freq, out):
     return ln
 
 
+@njit(inline="always", cache=True)
+def _sig(r, kw_id):
+    """The scan's keyword signature of record ``r``'s slot (``probe.scan``): its keywords'
+    when it must match them all (the kernel's keyword test then applies), else 0."""
+    if r.match_all and r.kw_len > 1:
+        return kw_sig(kw_id[r.kw_off:r.kw_off + r.kw_len])
+    return np.int64(0)
+
+
 @njit(cache=True)
 def regions(slots, subs, grid, ext):
     """``place``'s first half for many slots: each slot's level and box (``slot_level``), a
@@ -115,6 +125,7 @@ def regions(slots, subs, grid, ext):
             n = r.kw_len
         sl[s].nkw = n
         sl[s].kw0 = kw0
+        sl[s].sig = _sig(r, subs.kw_id)
         cells = 1 if level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
         total += n * cells
     return total
@@ -350,6 +361,7 @@ def place_slot(s, one, assign):
     n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq), toks)
     sl.nkw = n
     sl.kw0 = toks[0] if r.match_all and n == 1 and sl.tok < 0 else -1  # place's rule (refresh reads it)
+    sl.sig = _sig(r, kw_id)
     cells = 1 if level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
     st = one.store
     if not P.room(st, n * cells):

@@ -29,11 +29,33 @@ def _has_entry(st, key, entry):
     return False
 
 
+@njit(inline="always", cache=True)
+def kw_bit(w):
+    """The bit of keyword id ``w`` in a 32-bit keyword signature (Fibonacci hashing: ids
+    close together land on different bits)."""
+    return np.int64(1) << ((np.int64(w) * np.int64(0x9E3779B1) & 0xFFFFFFFF) >> 27)
+
+
+@njit(inline="always", cache=True)
+def kw_sig(kws):
+    """The signature of keyword ids ``kws``: the OR of their bits."""
+    sig = np.int64(0)
+    for w in kws:
+        sig |= kw_bit(w)
+    return sig
+
+
 @njit(cache=True)
-def scan(x, y, okw, st, active, grid, cands):
+def scan(x, y, okw, st, active, grid, cands, osig):
     """Live slots posted under tokens ``okw`` in the cells of (x, y) on every level or
     globally, each once (``slots.stamp = st``, a stamp not used before), into ``cands``;
     compacts the lists it reads. Returns how many. The publish kernel's probe too.
+
+    ``osig``: the object's keyword signature (``kw_sig``; -1 takes every live slot). A slot
+    whose own signature (``slots.sig``: an ``all`` subscription's keywords, else 0) has a
+    bit outside it lacks a keyword the object would need, so it is not a candidate: the
+    keyword test's certain failures rejected on the record line the liveness test reads
+    (index/NOTES.md, "Keyword signatures").
 
     ``postings.read`` with the grid's ``entry_id`` written out in the loop, over arrays bound
     once here: passed to a compiled call per list (or per entry), the store's and the
@@ -65,7 +87,7 @@ def scan(x, y, okw, st, active, grid, cands):
             p = P.find(h_keys, h_vals, key)
             if p < 0:
                 continue
-            nc = _read_list(p, level, cx, cy, lists, st, cands, nc)
+            nc = _read_list(p, level, cx, cy, lists, st, cands, nc, ~osig)
     return nc
 
 
@@ -74,17 +96,17 @@ def _lists(store, active, slots):
     """The arrays a list read touches, bound once per scan or sweep (a plain tuple: the
     reader is inlined, so they are not counted again per list)."""
     return (store, active, slots.epoch, slots.level, slots.box, slots.stamp, store.p_head, store.p_tail,
-            store.p_fill, store.blk_next, store.blk_data)
+            store.p_fill, store.blk_next, store.blk_data, slots.sig)
 
 
 @njit(inline="always", cache=True)
-def _read_list(p, level, cx, cy, lists, st, cands, nc):
+def _read_list(p, level, cx, cy, lists, st, cands, nc, miss):
     """``postings.read`` of list ``p`` (cell (cx, cy) of ``level``) with the grid's
     ``entry_id`` written out: each live entry (active, current epoch, this level, its box
-    covers the cell) is kept in place (``postings.keep``) and, unless stamped ``st`` already,
-    stamped and appended to ``cands[nc:]``; the rest are dropped (``truncate``). Returns the
-    new end of ``cands``."""
-    store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data = lists
+    covers the cell) is kept in place (``postings.keep``) and, unless stamped ``st`` already
+    or its signature has a bit in ``miss`` (the bits the object lacks), stamped and appended
+    to ``cands[nc:]``; the rest are dropped (``truncate``). Returns the new end of ``cands``."""
+    store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data, sig = lists
     B = P.B
     rb = p_head[p]
     tail = p_tail[p]
@@ -101,6 +123,8 @@ def _read_list(p, level, cx, cy, lists, st, cands, nc):
                 dropped += 1
                 continue
             wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)
+            if sig[s] & miss:  # lacks a keyword the slot needs (kept: it is live)
+                continue
             if stamp[s] != st:  # not yet seen under another key
                 stamp[s] = st
                 cands[nc] = s
@@ -121,7 +145,7 @@ def sweep(grid, active, st, cands):
     for p in range(store.meta[P.M_POSTINGS]):
         if p_head[p] >= 0:
             level, cx, cy = decode_key(p_key[p], grid.lmax)
-            _read_list(p, level, cx, cy, lists, st, cands, 0)
+            _read_list(p, level, cx, cy, lists, st, cands, 0, np.int64(0))
 
 
 @njit(inline="always", cache=True)

@@ -288,5 +288,8 @@ def test_bench_spark_compares_with_the_local_runtime(spark, tmp_path: Path) -> N
                       40, 5)
     assert rep["same_files"] and rep["spark"]["busy_batches"] >= 2
     assert rep["spark"]["state_store_bytes_per_subscription"] > 0
-    assert "same files: True" in format_report(rep)
+    m = rep["memory"]  # local mode: no executor JVM, the engines are the driver JVM's Python workers
+    assert m["driver_python_bytes"] > 0 and m["driver_jvm_bytes"] > 0 and m["driver_python_workers_bytes"] > 0
+    assert m["executors"] == [] and m["executor_max_total_bytes"] is None
+    assert "same files: True" in format_report(rep) and "peak memory" in format_report(rep)
     assert (tmp_path / "b" / "spark_batches.png").stat().st_size > 0

@@ -1,5 +1,6 @@
-"""Issue 21 item 3: a real standalone cluster (``skpubsub cluster start|stop``, a master and
-two workers from the pyspark install on 127.0.0.1), ``--executor-memory``,
+"""Issue 21 items 3 and 6: a real standalone cluster (``spark/cluster.py``, a master and
+two workers from the pyspark install on 127.0.0.1, started and stopped by ``bench spark
+--cluster 2``, whose row and peak memory are checked on the same run), ``--executor-memory``,
 ``--executor-cores`` and ``--conf`` passed through. A worker killed mid-run: the run goes
 on and gives the reference's files. No executor left (all workers gone, or too small for
 ``--executor-memory``): an error within ``SKPUBSUB_EXECUTOR_WAIT`` seconds, never a hang
@@ -43,33 +44,48 @@ def _wait_batches(out: Path, n: int, p: subprocess.Popen, limit: float = 300) ->
 @pytest.mark.slow
 @pytest.mark.xdist_group("spark")
 def test_a_two_worker_cluster_survives_a_lost_worker(tmp_path: Path) -> None:
+    """Through `bench spark --cluster 2` (issue 21 item 6; one cluster start for both checks): it
+    starts a loopback cluster of two one-executor workers, runs the file, stops the cluster (no
+    JVM left) and writes the row with the driver's and each executor's peak memory; a worker is
+    killed mid-run and the files are still the reference's."""
     from skpubsub.spark import cluster
 
     s = random_stream(702, n_events=(160, 200), windows=("count",))
     events = tmp_path / "events.jsonl"
     events.write_text("".join(json.dumps(r) + "\n" for r in s.events))
     run(events, tmp_path / "ref", window=s.window, space=s.space, index="reference")
-    d = tmp_path / "cluster"
-    st = cluster.start(d, workers=2, cores=1, memory="1g")
+    d = tmp_path / "b" / "cluster"
+    flags = ["--workers", "2", "--partitioner", "location", "--index", "dkm", "--init-objects", "5",
+             "--window", str(s.window), *(["--space", str(s.space)] if s.space else []),
+             "--executor-memory", "512m", "--executor-cores", "1", "--conf", "spark.task.maxFailures=8"]
+    env = {**os.environ, "SKPUBSUB_EXECUTOR_WAIT": "15"}
+    p = _cli("bench", "spark", str(events), "--out", str(tmp_path / "b"), "--cluster", "2", "--lines-per-batch",
+             "40", *flags, env=env)
     try:
-        assert cluster.status(d)["aliveworkers"] == 2
-        workers = [p for p in st["procs"] if p["role"] == "Worker"]
-        flags = ["--engine", "spark", "--workers", "2", "--partitioner", "location", "--index", "dkm",
-                 "--init-objects", "5",
-                 "--window", str(s.window), *(["--space", str(s.space)] if s.space else []), "--master", st["master"],
-                 "--executor-memory", "512m", "--executor-cores", "1", "--conf", "spark.task.maxFailures=8"]
-        env = {**os.environ, "SKPUBSUB_EXECUTOR_WAIT": "15"}
-        out = tmp_path / "out"
-        p = _cli("run", str(events), "--out", str(out), "--lines-per-batch", "40", *flags, env=env)
+        out = tmp_path / "b" / "spark-2"
         _wait_batches(out, 2, p)
+        st = cluster.status(d)
+        assert st["aliveworkers"] == 2
+        workers = [q for q in st["procs"] if q["role"] == "Worker"]
         os.killpg(workers[1]["pid"], signal.SIGKILL)  # the worker and its executor
-        _, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-3000:]
-        for f in ("results.jsonl", "notifications.jsonl", "rejected.jsonl"):
-            assert (out / f).read_text() == (tmp_path / "ref" / f).read_text(), f
+        so, err = p.communicate(timeout=600)
     finally:
-        cluster.stop(d)
-    assert cluster.status(d) is None
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGINT)  # the command stops its cluster on Ctrl-C
+            p.communicate(timeout=120)
+    assert p.returncode == 0, err[-3000:]
+    for f in ("results.jsonl", "notifications.jsonl", "rejected.jsonl"):
+        assert (out / f).read_text() == (tmp_path / "ref" / f).read_text(), f
+    assert cluster.status(d) is None and not any(cluster._alive(q) for q in st["procs"])
+    rep = json.loads((tmp_path / "b" / "spark.json").read_text())
+    (row,) = rep["scaling"]
+    assert rep["same_files"] and row["executors"] == row["executors_seen"] == 2 and row["busy_batches"] >= 2
+    m = row["memory"]
+    assert m["peaks_of_this_run"] and m["driver_python_bytes"] > 0 and m["driver_jvm_bytes"] > 0
+    assert m["driver_jvm_heap_bytes"] > 0
+    for e in m["executors"]:  # the lost one too: sampled while it ran
+        assert e["jvm_bytes"] > 0 and e["python_bytes"] > 0 and e["total_bytes"] >= e["jvm_bytes"]
+    assert (tmp_path / "b" / "spark_scaling.png").stat().st_size > 0 and "executor max" in so
 
 
 class _Ctx:
@@ -119,3 +135,4 @@ def test_conf_flags_are_parsed() -> None:
     for bad in (["novalue"], ["=v"]):
         with pytest.raises(ValueError, match="key=value"):
             parse_conf(bad)
+

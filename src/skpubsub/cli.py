@@ -375,17 +375,25 @@ def cmd_bench_partition(a: argparse.Namespace) -> int:
 
 def cmd_bench_spark(a: argparse.Namespace) -> int:
     """The Spark runtime against the local multi-worker runtime on one event file."""
-    from .bench.spark import bench_spark, format_report
+    from .bench.spark import bench_spark, format_report, format_scaling
 
     a.engine = "spark"
     _check_run_flags(a)
     _need("bench spark (its plot)", "plots")
     if not Path(a.events).is_file():
         raise UsageError(f"no such events file: {a.events}")
+    if a.cluster is not None and a.master:
+        raise UsageError("--cluster starts its own loopback clusters: no --master with it")
+    rebalance = {"sigma": a.sigma, "period": a.rebalance_period} if a.rebalance else None
     rep = bench_spark(Path(a.events), Path(a.out), a.window, a.space, a.workers, a.partitioner or "hash",
-                      a.index, a.lines_per_batch, a.init_objects, a.master, spark_conf=_spark_conf(a))
-    print(format_report(rep))
-    print(f"wrote {a.out}/spark.json and {a.out}/spark_batches.png")
+                      a.index, a.lines_per_batch, a.init_objects, a.master, spark_conf=_spark_conf(a),
+                      clusters=a.cluster, rebalance=rebalance)
+    if a.cluster is not None:
+        print(format_scaling(rep))
+        print(f"wrote {a.out}/spark.json and {a.out}/spark_scaling.png")
+    else:
+        print(format_report(rep))
+        print(f"wrote {a.out}/spark.json and {a.out}/spark_batches.png")
     return 0 if rep["same_files"] else 1
 
 
@@ -565,7 +573,8 @@ def parser() -> argparse.ArgumentParser:
                       description="Runs EVENTS on the local multi-worker runtime and then on Spark with the "
                                   "same M, planner and index; checks the files are equal; reports objects/s, "
                                   "each micro-batch split into sequencer, slowest worker, sink and Spark "
-                                  "overhead, latency, and state bytes per subscription.")
+                                  "overhead, latency, state bytes per subscription, and the driver's and executors' peak "
+                                  "memory.")
     q.add_argument("events")
     q.add_argument("--out", required=True)
     q.add_argument("--window", default=_env("window", "none"))
@@ -574,6 +583,13 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--partitioner", default="dkm")
     q.add_argument("--index", default=DEFAULT_INDEX)
     q.add_argument("--init-objects", type=int, default=1000)
+    q.add_argument("--cluster", default=None, metavar="N,N,...",
+                   help="scaling: for each executor count N, a loopback standalone cluster of N workers with one "
+                        "executor each (--executor-cores cores, default 1), the same EVENTS run on it, the cluster "
+                        "stopped; a row per N in spark.json and spark_scaling.png (no --master)")
+    q.add_argument("--rebalance", action="store_true", help="dynamic load adjustment on both runtimes (as `run`)")
+    q.add_argument("--sigma", type=float, default=1.5, help="--rebalance: allowed L_max / L_min")
+    q.add_argument("--rebalance-period", type=int, default=4, help="--rebalance: micro-batches per check")
     _add_spark_args(q)
     q.set_defaults(func=cmd_bench_spark)
 

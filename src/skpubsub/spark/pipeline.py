@@ -513,7 +513,7 @@ def describe_failure(exc: BaseException) -> str:
     return line[:_LONGEST]
 
 
-def _spark_errors() -> tuple[type[BaseException], ...]:
+def spark_errors() -> tuple[type[BaseException], ...]:
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
@@ -581,13 +581,13 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     own = spark is None and SparkContext._active_spark_context is None  # started here: stopped here
     try:
         spark = spark or spark_session(master, workers, conf=spark_conf)
-    except _spark_errors() as exc:
+    except spark_errors() as exc:
         raise SparkFailure(f"Spark did not start: {describe_failure(exc)}") from None
     try:
         return _stream(spark, source, out, checkpoint, config, window, space, index, index_params, once,
                        timeout, trigger_seconds, lines_per_batch, lines_per_second, snapshot_every, workers,
                        start)
-    except _spark_errors() as exc:  # a task, job or the query failed: one line, the checkpoint kept
+    except spark_errors() as exc:  # a task, job or the query failed: one line, the checkpoint kept
         raise SparkFailure(f"Spark run failed: {describe_failure(exc)}; the checkpoint {checkpoint} keeps the "
                            "batches done: run the same command again once the cause is fixed") from None
     finally:

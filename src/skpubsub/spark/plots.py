@@ -33,3 +33,49 @@ def plot_batches(batches: list[dict], path: Path | BinaryIO, title: str) -> Path
     fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
     return path
+
+
+def plot_scaling(rows: list[dict], path: Path | BinaryIO, title: str) -> Path | BinaryIO:
+    """``bench spark --cluster``: per executor count, objects/s; the median busy batch split
+    into sequencer, slowest worker, sink and Spark overhead, with its latency; peak memory."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = list(range(len(rows)))
+    labels = [str(r["executors"]) for r in rows]
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(13, 4))
+    w = 0.38
+    a1.bar([x - w / 2 for x in xs], [r["objects_per_second_wall"] or 0 for r in rows], w, label="wall")
+    a1.bar([x + w / 2 for x in xs], [r["objects_per_second_batches"] or 0 for r in rows], w, label="micro-batches")
+    a1.set_ylabel("objects/s")
+    a1.set_title("throughput", fontsize=10)
+    a1.legend(fontsize=8)
+    bottom = [0.0] * len(rows)
+    for name, key in (("sequencer", "sequencer_seconds"), ("slowest worker", "slowest_worker_seconds"),
+                      ("sink", "sink_seconds"), ("Spark overhead", "spark_overhead_seconds")):
+        ys = [max(r["median_busy_batch"][key] or 0.0, 0.0) for r in rows]
+        a2.bar(xs, ys, 0.6, bottom=bottom, label=name)
+        bottom = [a + b for a, b in zip(bottom, ys)]
+    a2.plot(xs, [r["median_busy_batch"]["latency_seconds"] or float("nan") for r in rows], "k.-", label="latency")
+    a2.set_ylabel("seconds")
+    a2.set_title("median busy micro-batch", fontsize=10)
+    a2.legend(fontsize=8)
+    mems = (("driver Python", lambda m: m["driver_python_bytes"]), ("driver JVM", lambda m: m["driver_jvm_bytes"]),
+            ("executor JVM (max)", lambda m: m["executor_max_jvm_bytes"]),
+            ("executor Python (max)", lambda m: m["executor_max_python_bytes"]))
+    w = 0.8 / len(mems)
+    for i, (name, get) in enumerate(mems):
+        a3.bar([x - 0.4 + w * (i + 0.5) for x in xs], [(get(r["memory"]) or 0) / 2**20 for r in rows], w, label=name)
+    a3.set_ylabel("peak RSS, MB")
+    a3.set_title("peak memory", fontsize=10)
+    a3.legend(fontsize=8)
+    for ax in (a1, a2, a3):
+        ax.set_xticks(xs, labels)
+        ax.set_xlabel("executors (1 core each)")
+    fig.suptitle(f"bench spark --cluster — {title}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, format="png")
+    plt.close(fig)
+    return path

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from skpubsub.core.layouts import Rows, note_cols
 from skpubsub.engine.engine import Engine
-from skpubsub.io.sinks import json_line, result_line, result_lines, result_record
+from skpubsub.io.sinks import json_line, result_line, result_record
 from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, group_rows, net_changes, note_line, note_lines
 from skpubsub.testing.conformance import validate
 from skpubsub.testing.streams import random_stream
@@ -221,22 +221,6 @@ def test_compiled_writer_writes_the_formatter_s_lines(notes, reused):
 def test_result_lines_are_json_dumps_lines(sid, ids):
     """``results.jsonl`` lines from the values' encodings are ``json_line``'s bytes."""
     assert result_line(sid, ids) == json_line(result_record(sid, ids))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_ids, st.lists(_ids, max_size=5)), max_size=8),
-       st.sampled_from(["mixed", "str", "int"]))
-@example([("s1", ["o1", "é\u2028", 'q"\\']), ("s2", [])], "mixed")
-def test_results_file_lines_are_result_lines(results, only):
-    """``result_lines`` (what ``RunWriter.finish`` writes, ids encoded by one C encoder a
-    column when they are all str or all int) is ``result_line`` of each result."""
-    if only != "mixed":  # one type throughout: the C encoders' path
-        t = str if only == "str" else int
-        cast = (lambda v: v if type(v) is t else (repr(v) if t is str else len(repr(v))))  # noqa: E731
-        results = [(cast(sid), [cast(i) for i in ids]) for sid, ids in results]
-    want = [result_line(sid, ids) for sid, ids in results]
-    assert list(result_lines(results)) == want == [json_line(result_record(sid, ids)) for sid, ids in results]
-    assert list(result_lines(iter(results))) == want
 
 
 def _rows_of(pubs: list[int], slots: list[int]) -> Rows:

@@ -30,10 +30,6 @@ import re
 import signal
 import threading
 import weakref
-from functools import partial
-from itertools import chain
-from json.encoder import encode_basestring
-from operator import itemgetter
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -41,7 +37,7 @@ from .encode import json_line, json_text, json_value
 from .events import Rejection
 from .notifications import NoteBatch, Notes, note_lines
 
-__all__ = ["OUTPUTS", "RunWriter", "abort_open", "json_line", "json_text", "rejection_record", "result_line", "result_lines", "result_record"]
+__all__ = ["OUTPUTS", "RunWriter", "abort_open", "json_line", "json_text", "rejection_record", "result_line", "result_record"]
 
 # The four files of a run, in the order they are renamed into place (metrics last: a set
 # with its metrics is complete).
@@ -61,36 +57,10 @@ def result_record(sid: Any, ids: list[Any]) -> dict:
     return {"id": sid, "results": ids}
 
 
-_RESULT_LINE = '{"id":%s,"results":[%s]}\n'
-
-
 def result_line(sid: Any, ids: list[Any]) -> str:
     """``json_line(result_record(sid, ids))`` from the values' own encodings (what
     ``json.dumps`` writes for an id), without an encoder a line: 100,000 results took 0.5 s."""
-    return _RESULT_LINE % (json_value(sid), ",".join(map(json_value, ids)))
-
-
-def _encoder(values: list) -> Any:
-    """``json_value`` for every one of ``values``: the C function it would call for each,
-    when they are all of one common type (``str``: ``encode_basestring``; ``int``: its
-    repr), else ``json_value`` itself."""
-    types = set(map(type, values))
-    if types == {str}:
-        return encode_basestring
-    if types == {int}:
-        return int.__repr__
-    return json_value
-
-
-def result_lines(results: Iterable[tuple[Any, list[Any]]]) -> Iterator[str]:
-    """``result_line`` of each of ``results``, the same text, made by C loops: the ids'
-    encoder chosen once for the subscription ids and once for the object ids
-    (``_encoder``), so no Python call a line or an id (knn_100k's 100,000 result lines and
-    their ids took ~0.3 s through ``result_line``)."""
-    results = results if type(results) is list else list(results)
-    sids, idss = list(map(itemgetter(0), results)), list(map(itemgetter(1), results))
-    enc_sid, enc_obj = _encoder(sids), _encoder(list(chain.from_iterable(idss)))
-    return map(_RESULT_LINE.__mod__, zip(map(enc_sid, sids), map(",".join, map(partial(map, enc_obj), idss))))
+    return '{"id":%s,"results":[%s]}\n' % (json_value(sid), ",".join(map(json_value, ids)))
 
 
 class RunWriter:
@@ -155,7 +125,7 @@ class RunWriter:
         try:
             name = "results.jsonl"
             with self._create(name) as f:
-                f.writelines(result_lines(results))
+                f.writelines(result_line(sid, ids) for sid, ids in results)
             name = "metrics.json"
             with self._create(name) as f:
                 json.dump(metrics, f, indent=2)

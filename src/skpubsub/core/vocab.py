@@ -22,6 +22,8 @@ short one) does not forget and relearn them on every run of objects.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
 
@@ -55,6 +57,7 @@ class Vocabulary:
         self._free: list[int] = []  # ids that may be reused
         self._freed: list[int] = []  # released, not yet handed to ``released``
         self._quarantine: list[int] = []  # handed out, waiting for ``recycle``
+        self._placeholders = np.zeros(0, dtype=np.int32)
 
     def id(self, word: str) -> int:
         """O(1) amortised."""
@@ -86,6 +89,24 @@ class Vocabulary:
         if type(known) is not _Known:  # a snapshot's plain dict
             known = self._ids = _Known(known, self._new)
         return list(map(known.__getitem__, words))
+
+    def known(self, words: list[str]) -> list[int]:
+        """The ids of ``words``, ``-1`` for a word not known; nothing is learnt. One C pass
+        (``map`` of the dict's ``get``): what an object's words cost when nobody needs the
+        ones not known (``Engine.add_run`` under a window that retains no object)."""
+        return list(map(self._ids.get, words, repeat(-1)))
+
+    def placeholders(self, n: int) -> np.ndarray:
+        """Ids that stand for words not learnt (``known`` gave -1): an object's j-th such word
+        takes the j-th, so it keeps an id per word, all distinct (its weight and the indexes
+        count them). At least ``n`` (all there are), learnt on demand, each for a reserved
+        word no keyword can be (keywords are stripped: none starts with a space), held for
+        good; no subscription ever holds one, so nothing is posted under it."""
+        ph = self._placeholders
+        if len(ph) < n:
+            more = [self.acquire((f" {j}",))[0] for j in range(len(ph), n)]
+            ph = self._placeholders = np.concatenate([ph, np.asarray(more, dtype=np.int32)])
+        return ph
 
     def count(self, ids: list[int]) -> None:
         """One more object carries each of ``ids``."""

@@ -67,7 +67,7 @@ class Engine:
         retains = self.window.retains
         self.subs = SubTable(kmax if retains else 1.0, buffer if retains else "kmax")
         self.buffer = buffer
-        self.objs = ObjectTable()
+        self.objs = ObjectTable(keep_words=not retains)  # ``add_run``: unheld words not learnt
         self.alive = AliveStore(self.objs)
         self.index = make_index(index, self.subs, self.vocab, self.space, **index_params)
         self.name = index
@@ -312,8 +312,9 @@ class Engine:
         if self.subs.cols.kind[s] == K_RANGE:
             return ()
         oc, words = self.objs.cols, self.vocab.words
+        kept = self.objs.words if self.objs.keep_words else None  # an id may be a placeholder (add_run)
         return tuple(Pub(int(oc.seq[o]), self.objs.ids[o], 0, float(oc.x[o]), float(oc.y[o]),
-                         tuple(words[w] for w in self.objs.keywords(o).tolist()))
+                         kept[o] if kept is not None else tuple(words[w] for w in self.objs.keywords(o).tolist()))
                      for o in self.subs.result(s).tolist())
 
     def _adopt(self, ev: Adopt) -> None:
@@ -418,16 +419,29 @@ class Engine:
         """``add_object`` of each event of a run of pubs, the table written at once, given the
         run's ``pub_columns`` (and, under a time window, its exact expiries ``exps`` if the
         caller has them); returns the slots and the run's keyword ids as CSR (int64 offsets,
-        int32 ids: what ``ObjectTable.keywords_csr`` of the slots gives)."""
+        int32 ids: what ``ObjectTable.keywords_csr`` of the slots gives). Under a window that
+        retains no object a word the vocabulary does not know is not learnt: no subscription
+        holds it, and none registered later can find the object through it. The object's j-th
+        such word takes the vocabulary's j-th placeholder id (``Vocabulary.placeholders``), so
+        it keeps an id per word, all distinct, as every reader expects (NOTES)."""
         n = len(evs)
         self.stats["objects"] += n
-        flat = self.vocab.ids(list(chain.from_iterable(cols.keywords)))  # one lookup pass for the run
-        kw = np.fromiter(flat, np.int32, len(flat))  # converted once: counted, held, stored
-        self.vocab.count_many(kw)  # one array call: a ``count`` per object cost more than its kernel
-        self._held.append(kw)  # held until the slots are freed
+        words = list(chain.from_iterable(cols.keywords))
         lens = np.fromiter(map(len, cols.keywords), np.int64, n)
         off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lens, out=off[1:])
+        if self.window.retains:  # one lookup pass for the run, new words learnt
+            kw = np.fromiter(self.vocab.ids(words), np.int32, len(words))  # converted once: counted, held, stored
+        else:  # no object stays alive: words nobody holds are not learnt (learning was ~20% of a run)
+            kw = np.fromiter(self.vocab.known(words), np.int32, len(words))
+            new = kw < 0
+            if new.any():  # the j-th new word of an object (j counted from 0) -> placeholder j
+                upto = np.zeros(len(kw) + 1, dtype=np.int64)
+                np.cumsum(new, out=upto[1:])
+                j = (upto[1:] - np.repeat(upto[off[:-1]], lens) - 1)[new]
+                kw[new] = self.vocab.placeholders(int(j.max()) + 1)[j]
+        self.vocab.count_many(kw)  # one array call: a ``count`` per object cost more than its kernel
+        self._held.append(kw)  # held until the slots are freed
         kind = self.window.kind
         if kind == "none":  # never leave: clock.expiry is inf for all
             hi, lo = np.full(n, math.inf), np.zeros(n, dtype=np.int32)
@@ -670,11 +684,18 @@ class Engine:
         # keyword holders: every object slot in use and every active subscription (SPEC 6)
         v = self.vocab
         v._check()
+        if self.objs.keep_words:  # each id an object has is one of its words' or a placeholder (``add_run``)
+            held_for_good = set(v.placeholders(0).tolist())
+            for o in np.flatnonzero(in_use).tolist():
+                ids = self.objs.keywords(o).tolist()
+                assert {v.words[i] for i in ids if i not in held_for_good} <= set(self.objs.words[o]), \
+                    ("an object's keyword id not of its words", o)
         live = np.flatnonzero(c.active[: c.top])
         held = np.concatenate([self.objs.keywords_csr(np.flatnonzero(in_use))[1],
                                *[self.subs.kw.id[int(c.kw_off[s]):int(c.kw_off[s]) + int(c.kw_len[s])]
                                  for s in live.tolist()]]).astype(np.int64)
-        held = np.concatenate([held, *[u.astype(np.int64) for u in self._unheld]])  # released at apply's end
+        held = np.concatenate([held, *[u.astype(np.int64) for u in self._unheld],  # released at apply's end
+                               v.placeholders(0)])  # held for good
         want = np.bincount(held, minlength=len(v))[: len(v)]
         for h in self._held:  # counted at apply's end
             np.subtract.at(want, np.asarray(h, dtype=np.int64), 1)

@@ -39,9 +39,13 @@ def pub_columns(evs: list[Pub] | PubBlock) -> PubColumns:
 
 
 class ObjectTable(Laid):
-    """Columnar objects: O(1) add/free, keyword ids in a segment pool."""
+    """Columnar objects: O(1) add/free, keyword ids in a segment pool.
 
-    def __init__(self) -> None:
+    ``keep_words`` (a window that retains no object): each object's words are kept as given
+    (``words``, a tuple per slot in use), since a keyword id may then stand for a word not
+    learnt (``Engine.add_run``)."""
+
+    def __init__(self, keep_words: bool = False) -> None:
         # One 64-byte record per slot: a refill or an expiry reads an object's fields at once.
         self.cols = Columns({
             "alive": (np.bool_, False), "refs": (np.int32, 0), "kw_len": (np.int32, 0),
@@ -53,6 +57,8 @@ class ObjectTable(Laid):
         }, record=True)
         self.kw = SegmentPool({"id": np.int32})
         self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
+        self.keep_words = keep_words
+        self.words = NO_IDS  # slot -> its keywords as given (a tuple), with ``keep_words``
         # slot -> last refill that read the object (results.refill reads each object once)
         self.stamp = np.zeros(0, dtype=np.int64)
         self.stamp_next = np.zeros(1, dtype=np.int64)
@@ -62,6 +68,9 @@ class ObjectTable(Laid):
         slot = c.add()
         self.ids = grow_ids(self.ids, slot)
         self.ids[slot] = ev.id
+        if self.keep_words:
+            self.words = grow_ids(self.words, slot)
+            self.words[slot] = ev.keywords
         c.x[slot], c.y[slot], c.seq[slot], c.expiry[slot] = ev.x, ev.y, ev.seq, expiry
         c.expiry_lo[slot] = expiry_lo
         n = len(kw_ids)
@@ -85,6 +94,8 @@ class ObjectTable(Laid):
         slots = c.add_many(n)
         at = as_index(slots)  # fresh slots are consecutive: slices, not scatters
         self.ids = put_ids(self.ids, slots, list(cols.id))
+        if self.keep_words:
+            self.words = put_ids(self.words, slots, list(cols.keywords))
         c.x[at] = np.fromiter(cols.x, np.float64, n)
         c.y[at] = np.fromiter(cols.y, np.float64, n)
         c.seq[at] = np.fromiter(cols.seq, np.int64, n)
@@ -112,6 +123,8 @@ class ObjectTable(Laid):
     def free(self, slot: int) -> None:
         self.kw.release(int(self.cols.kw_off[slot]), int(self.cols.kw_len[slot]))
         self.ids[slot] = None
+        if self.keep_words:
+            self.words[slot] = None
         self.cols.free(slot)
 
     def free_many(self, slots: list[int]) -> None:
@@ -120,6 +133,8 @@ class ObjectTable(Laid):
         at = np.asarray(slots, dtype=np.int64)  # one conversion for every column below
         self.kw.release_many(c.kw_off[at], c.kw_len[at].astype(np.int64))
         self.ids[at] = None
+        if self.keep_words:
+            self.words[at] = None
         c.free_many(slots, at)
 
     def _layouts(self) -> tuple[Objects, tuple]:
@@ -135,9 +150,9 @@ class ObjectTable(Laid):
     def _check(self) -> None:
         """Assert the table's invariants (a test helper, O(slots + pool size)): free slots
         cleared (not alive, no references, no id), every slot in use has an id, ``refs >=
-        0``, a keyword segment of distinct ids and ``wo = 1/sqrt(keywords)``; the segments
-        in use lie inside the pool, never overlap each other or a free segment, and with
-        the free ones tile it."""
+        0``, a keyword segment of distinct ids and ``wo = 1/sqrt(keywords)`` (with ``keep_words``,
+        an id per word kept; a free slot keeps none); the segments in use lie inside the pool,
+        never overlap each other or a free segment, and with the free ones tile it."""
         c = self.cols
         c._check()  # free slots at their fill values: not alive, refs 0, no segment
         top = c.top
@@ -151,6 +166,12 @@ class ObjectTable(Laid):
         assert np.all(c.refs[used] >= 0), "negative reference count"
         kw_off, kw_len = c.kw_off[used], c.kw_len[used]
         assert np.all(kw_len >= 1), "an object without keywords"
+        if self.keep_words:
+            words = self.words
+            assert not len(used) or used[-1] < len(words), "an object slot past words"
+            assert np.array_equal(np.fromiter(map(len, words[used]), np.int64, len(used)), kw_len), \
+                "an object's keyword ids are not one per word kept"
+            assert np.all(np.equal(words[free[free < len(words)]], None)), "a free object slot keeps words"
         idx, owner = segment_items(kw_off, kw_len)
         kw = self.kw.id[idx].astype(np.int64)
         assert np.all(kw >= 0) and len(np.unique((owner << 32) | kw)) == len(kw), "keyword ids not distinct"

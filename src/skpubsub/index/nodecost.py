@@ -24,6 +24,8 @@ covers the region, so the choice changes cost, never results.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -109,10 +111,71 @@ def text_rate(kind, every, tok, off, ln, kw_id, freq, total):
 
 
 @njit(inline="always", cache=True)
+def _shifted(level, lmax, a0, b0, a1, b1, out):
+    """The box on ``level`` from the finest level's (``_finest``) into ``out``; its cells."""
+    d = lmax - level
+    out[0] = a0 >> d
+    out[1] = b0 >> d
+    out[2] = a1 >> d
+    out[3] = b1 >> d
+    return (out[2] - out[0] + 1) * (out[3] - out[1] + 1)
+
+
+@njit(inline="always", cache=True)
 def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
     """The level the cost model posts region ``ext`` on, its box into ``out``; the plain
     rule (cells.best_level) when the model is off (``theta`` <= 0 or no counts) or fewer
-    than ``warm`` objects have been counted."""
+    than ``warm`` objects have been counted.
+
+    Every level's box comes from the finest level's by shifts (``placing.finest_level``'s
+    argument: ``cell_of`` halves exactly from one level to the next), not from four
+    divisions and floors a level; the levels, boxes and sums are those of the plain
+    computation (``_cost_level_plain``, which indices past 2**62 or NaN still take)."""
+    g = 1 << lmax
+    x0 = (ext[0] - geo[0]) * g / geo[2]
+    y0 = (ext[1] - geo[1]) * g / geo[3]
+    x1 = (ext[2] - geo[0]) * g / geo[2]
+    y1 = (ext[3] - geo[1]) * g / geo[3]
+    lim = 4.611686018427388e18  # 2**62
+    if not (abs(x0) < lim and abs(y0) < lim and abs(x1) < lim and abs(y1) < lim):
+        return _cost_level_plain(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out)
+    a0 = min(g - 1, max(0, int(math.floor(x0))))
+    b0 = min(g - 1, max(0, int(math.floor(y0))))
+    a1 = min(g - 1, max(0, int(math.floor(x1))))
+    b1 = min(g - 1, max(0, int(math.floor(y1))))
+    best = lmax  # cells.best_level: the finest level with at most max_cells cells
+    while best > 0:
+        d = lmax - best
+        if ((a1 >> d) - (a0 >> d) + 1) * ((b1 >> d) - (b0 >> d) + 1) <= max_cells:
+            break
+        best -= 1
+    if theta <= 0.0 or len(counts) == 0 or counts[0] < max(warm, 1):
+        _shifted(best, lmax, a0, b0, a1, b1, out)
+        return best
+    total = float(counts[0])
+    level = 0
+    while level < best:  # Definition 3
+        d = lmax - level - 1
+        if (a1 >> d) != (a0 >> d) or (b1 >> d) != (b0 >> d):
+            break
+        level += 1
+    cells = _shifted(level, lmax, a0, b0, a1, b1, out)
+    seen = objects_in(level, out, counts)
+    while level < best:
+        finer = _shifted(level + 1, lmax, a0, b0, a1, b1, out)
+        seen_f = objects_in(level + 1, out, counts)
+        if ptext * (seen - seen_f) / total < theta * ln * (finer - cells):  # ΔCV < θ·ΔCU
+            break
+        level += 1
+        cells = finer
+        seen = seen_f
+    _shifted(level, lmax, a0, b0, a1, b1, out)
+    return level
+
+
+@njit(inline="always", cache=True)
+def _cost_level_plain(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
+    """``cost_level`` computed level by level (``box_at``, ``best_level``)."""
     best = best_level(ext, geo, lmax, max_cells, out)
     if theta <= 0.0 or len(counts) == 0 or counts[0] < max(warm, 1):
         return best

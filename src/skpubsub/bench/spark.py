@@ -118,7 +118,16 @@ def _executor_jvms(app_id: str) -> dict[int, str]:
         if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in args and app_id.encode() in args:
             i = args.index(b"--executor-id") if b"--executor-id" in args else -1
             found[int(d)] = args[i + 1].decode() if 0 <= i < len(args) - 1 else d
-    return found
+    # a JVM's child between fork and exec (starting a Python daemon) shows the JVM's command line
+    return {pid: eid for pid, eid in found.items() if _ppid(pid) not in found}
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class PeakMemory:

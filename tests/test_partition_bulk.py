@@ -221,3 +221,42 @@ def test_route_many_equals_route(name, window):
         assert bulk == one
         assert [db.changes[x:y] for x, y in zip([0] + marks[:-1], marks)] == changes
         assert db.where == da.where and db.plan.loads() == da.plan.loads() and db.metrics() == da.metrics()
+
+
+@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("window", ["none", "count:20", "time:6"])
+def test_route_subs_equals_route(name, window):
+    """``Dispatcher.route_subs`` of each run of subscriptions without expiry (None, nothing
+    done, where something is due within it) gives what ``route`` gives one by one: items,
+    changes, placement, loads, metrics (messages, Backfills included)."""
+    import msgspec
+
+    from itertools import groupby
+
+    w = Window.parse(window)
+    took = {True: 0, False: 0}
+    for seed in range(2):
+        rng = np.random.default_rng(seed + 99)
+        evs = []
+        base = events_of(seed, 400)
+        unsubbed = {ev.id for ev in base if type(ev) is Unsub}  # an expiry only where no unsub follows
+        for i, ev in enumerate(base):
+            ev = msgspec.structs.replace(ev, t=i // 4)
+            if type(ev) is Sub and ev.id not in unsubbed and rng.random() < 0.1:
+                ev = msgspec.structs.replace(ev, expires=ev.t + int(rng.integers(0, 12)))
+            evs.append(ev)
+        da = Dispatcher(make_plan(name, seed, 20, 3), w)
+        db = Dispatcher(make_plan(name, seed, 20, 3), w)
+        one = [da.route(ev) for ev in evs]
+        got = []
+        for plain, run in groupby(evs, lambda e: type(e) is Sub and e.expires is None):
+            run = list(run)
+            out = db.route_subs(run) if plain else None
+            if plain:
+                took[out is not None] += 1
+            got += out if out is not None else [db.route(ev) for ev in run]
+        assert got == one
+        assert db.changes == da.changes and db.where == da.where and db._keys == da._keys
+        assert db.kw_workers == da.kw_workers and db.alive.keys() == da.alive.keys()
+        assert db.plan.loads() == da.plan.loads() and db.metrics() == da.metrics()
+    assert took[True] and (took[False] or window == "none" and not any(e.expires for e in evs))

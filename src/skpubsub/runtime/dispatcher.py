@@ -19,6 +19,7 @@ Exactness across workers rests on three rules:
 from __future__ import annotations
 
 from collections import Counter
+from itertools import repeat
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,7 +60,9 @@ class Dispatcher:
     # -- subscriptions -------------------------------------------------------------
     def _routing_keywords(self, sub: Sub) -> tuple[str, ...]:
         if sub.match_all and len(sub.keywords) > 1 and sub.kind != "topk":
-            return (min(sub.keywords, key=lambda w: (self.rarity.get(w, 0), w)),)
+            # the least frequent, then the least: min of (frequency, word) pairs, made in C
+            kws = sub.keywords
+            return (min(zip(map(self.rarity.get, kws, repeat(0)), kws))[1],)
         return sub.keywords
 
     def _register(self, sub: Sub, workers: tuple[int, ...]) -> None:
@@ -217,6 +220,38 @@ class Dispatcher:
             for ev in events:
                 out.append(self.route(ev))
                 marks.append(len(self.changes))
+            return out
+        finally:
+            if prepare is not None:
+                prepare(())
+
+    def route_subs(self, subs: Sequence[Sub]) -> list[dict[int, list[Item]]] | None:
+        """``route_many(subs)`` for a run of subscriptions without expiry (a ``SubBlock``'s
+        events) when nothing is due up to the last one's time: no subscription ends and no
+        object leaves before any of them (``clock.next_due``), none is an object, so each is
+        only placed, registered and backfilled; the per-event window steps are skipped. None,
+        and nothing done, when the run does not qualify (then ``route_many``)."""
+        if not subs or not self.clock.next_due > subs[-1].t or any(s.expires is not None for s in subs):
+            return None
+        prepare = getattr(self.plan, "prepare", None)
+        if prepare is not None:
+            prepare(subs)
+        try:
+            assign, register, m = self.plan.assign, self._register, self.m
+            backfill = self._backfill if self.window.retains else None
+            out, sent = [], 0
+            for sub in subs:
+                targets = tuple(sorted(set(assign(sub))))
+                assert targets and all(0 <= w < m for w in targets), (sub.id, targets)
+                register(sub, targets)
+                if backfill is not None and sub.kind != "range":
+                    before = backfill(sub, targets)
+                    sent += sum(map(len, before.values()))
+                    out.append({wk: before.pop(wk, []) + [(sub, ())] for wk in targets})
+                else:
+                    out.append({wk: [(sub, ())] for wk in targets})
+                sent += len(targets)
+            self.sent += sent  # items, Backfills included, as route counts them
             return out
         finally:
             if prepare is not None:

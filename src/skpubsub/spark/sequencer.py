@@ -32,13 +32,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from itertools import groupby
+from itertools import chain, groupby
 from operator import itemgetter
 from typing import Any
 
 from ..core.config import Space, Window
 from ..engine.messages import Adopt, Drop, Export, Tick
-from ..io.events import Pub, Rejection, Sub, events_of
+from ..io.events import BLOCKS, Pub, Rejection, Sub, SubBlock
 from ..io.validate import Gate
 from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
@@ -55,6 +55,11 @@ DRIVER = -1  # the pseudo-worker carrying rejections and run metadata to the sin
 BLOCK = 1024
 RUN = 16  # a run of lines with one opening shorter than this joins its neighbours' block
 _LINE, _RAW = itemgetter(0), itemgetter(1)
+
+
+def _plain_sub(ev: Any) -> bool:
+    """A subscription without expiry: what ``Dispatcher.route_subs`` routes in a run."""
+    return type(ev) is Sub and ev.expires is None
 
 
 def _opening(raw: bytes | None) -> bytes:
@@ -192,14 +197,14 @@ class Sequencer:
                 if self.head is not None:
                     self.head.append(ev)
                     if self.accepted["pub"] >= self.init_objects:
-                        self._route(self._plan(), per)
+                        self._route_run(self._plan(), per)
                     continue
                 run.append(ev)
         if run:  # before the end's Ticks and the rebalancer, which reads where subscriptions are
-            self._route(events_of(run), per)
+            self._route_run(run, per)
         if end:
             if self.head is not None:
-                self._route(self._plan(), per)
+                self._route_run(self._plan(), per)
             if self.last is not None:
                 seq, t = self.last
                 for wk in range(self.m):  # subscription expiries up to the end time, then results
@@ -229,7 +234,7 @@ class Sequencer:
             self.last = (block.seq[k - 1], block.t[k - 1])
             if self.accepted["pub"] < need:
                 return
-            self._route(self._plan(), per)
+            self._route_run(self._plan(), per)
             if k == n:
                 return
             block = block[k:]
@@ -238,12 +243,38 @@ class Sequencer:
         self.last = (block.seq[n - 1], block.t[n - 1])
         run.append(block)
 
+    def _route_run(self, run: list, per: dict[int, list]) -> None:
+        """Route admitted events (and blocks, as their events) in order: each run of
+        subscriptions without expiry by ``Dispatcher.route_subs`` where it qualifies (nothing
+        due within it), the rest by ``route_many``."""
+        d = self.dispatcher
+        assert d is not None
+        events = list(chain.from_iterable(p if type(p) in BLOCKS else (p,) for p in run))
+        pending: list = []
+        for plain_subs, grp in groupby(events, _plain_sub):
+            part = list(grp)
+            if plain_subs:
+                if pending:  # routed first: route_subs reads the window as they leave it
+                    self._route(pending, per)
+                    pending = []
+                routed = d.route_subs(part)
+                if routed is not None:
+                    self._spread(part, routed, per)
+                    continue
+            pending.extend(part)
+        if pending:
+            self._route(pending, per)
+
+    @staticmethod
+    def _spread(events: list, routed: list, per: dict[int, list]) -> None:
+        for ev, out in zip(events, routed):
+            for wk, items in out.items():
+                per.setdefault(wk, []).extend((ev.seq, it) for it in items)
+
     def _route(self, events: list, per: dict[int, list]) -> None:
         d = self.dispatcher
         assert d is not None
-        for ev, routed in zip(events, d.route_many(events)):
-            for wk, items in routed.items():
-                per.setdefault(wk, []).extend((ev.seq, it) for it in items)
+        self._spread(events, d.route_many(events), per)
 
     # -- rebalancing: the cluster side of runtime/rebalance.py's Rebalancer ----------------
     def migrate(self, ids: list, dst: int) -> None:

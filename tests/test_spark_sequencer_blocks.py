@@ -177,3 +177,18 @@ def test_numbers_cut_blocks():
     got, q = _feed(lines, "none", 3, [600])
     want, old = _feed(lines, "none", 3, [600], line_by_line=True)
     assert got == want and q.lines == old.lines == lines[-1][0]
+
+
+def test_bench_sequencer_command(tmp_path):
+    """``skpubsub bench sequencer``: runs the feeds alone and reports the rows' digest."""
+    from skpubsub.cli import main
+
+    lines = _stream(random.Random(9), 400, "none")
+    ev = tmp_path / "ev.jsonl"
+    ev.write_bytes(b"\n".join(raw if raw is not None else b"x" * 10 for _, raw in lines) + b"\n")
+    out = tmp_path / "r.json"
+    assert main(["bench", "sequencer", str(ev), "--lines-per-batch", "64", "--repeat", "2",
+                 "--init-objects", "5", "--json", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert len(rep["cpu_s"]) == 2 and rep["lines"] == 400 and len(rep["rows_sha256"]) == 64
+    assert sum(rep["accepted"].values()) + sum(rep["rejected"].values()) == 400

@@ -397,6 +397,24 @@ def cmd_bench_spark(a: argparse.Namespace) -> int:
     return 0 if rep["same_files"] else 1
 
 
+def cmd_bench_sequencer(a: argparse.Namespace) -> int:
+    """The Spark runtime's sequencer alone (no Spark session) on one event file."""
+    import json
+
+    from .bench.sequencer import bench_sequencer, format_report
+
+    if not Path(a.events).is_file():
+        raise UsageError(f"no such events file: {a.events}")
+    if a.lines_per_batch < 1 or a.workers < 1 or a.init_objects < 0:
+        raise UsageError("--lines-per-batch and --workers must be >= 1, --init-objects >= 0")
+    rep = bench_sequencer(Path(a.events), a.window, a.space, a.workers, a.partitioner, a.init_objects,
+                          a.lines_per_batch, a.repeat)
+    print(format_report(rep))
+    if a.json:
+        Path(a.json).write_text(json.dumps(rep, indent=1) + "\n")
+    return 0
+
+
 def _add_bench_workload_args(p: argparse.ArgumentParser, kind: str, match: str) -> None:
     """An EVENTS file, or the workload both bench modes generate in memory (no churn by default)."""
     p.add_argument("events", nargs="?", default=None, help="event file (default: generate from --dataset)")
@@ -593,6 +611,23 @@ def parser() -> argparse.ArgumentParser:
     _add_spark_args(q)
     q.set_defaults(func=cmd_bench_spark)
 
+    q = sp.add_parser("bench-sequencer", prog="skpubsub bench sequencer",
+                      help="the Spark runtime's sequencer alone, no Spark (same as `bench sequencer`)",
+                      description="Feeds EVENTS through the Spark runtime's sequencer (Gate, O_init, plan, "
+                                  "dispatcher, rows) as the streaming source does, in batches of "
+                                  "--lines-per-batch lines, without Spark; reports the CPU time of the feeds "
+                                  "per line and a SHA-256 of the rows (equal digests: equal rows).")
+    q.add_argument("events")
+    q.add_argument("--window", default=_env("window", "none"))
+    q.add_argument("--space", default=_env("space", "-180,-90,180,90"))
+    q.add_argument("--workers", type=int, default=2)
+    q.add_argument("--partitioner", default="hash", help="a planner, as `run` takes (default: hash, as `run --engine spark`)")
+    q.add_argument("--init-objects", type=int, default=1000)
+    q.add_argument("--lines-per-batch", type=int, default=10_000)
+    q.add_argument("--repeat", type=int, default=3, help="fresh runs; the median is reported")
+    q.add_argument("--json", default=None, help="also write the report to this file")
+    q.set_defaults(func=cmd_bench_sequencer)
+
     d = sp.add_parser("demo", help="generate a GeoNames workload and run it (make demo)")
     d.add_argument("--out", default="demo-out")
     d.add_argument("--dataset", default="geonames-cities")
@@ -658,6 +693,8 @@ def main(argv: list[str] | None = None) -> int:
         args = ["bench-partition", *args[2:]]
     if args[:2] == ["bench", "spark"]:  # Spark against the local runtime (an events file: ./spark)
         args = ["bench-spark", *args[2:]]
+    if args[:2] == ["bench", "sequencer"]:  # the Spark sequencer alone (an events file: ./sequencer)
+        args = ["bench-sequencer", *args[2:]]
     a = parser().parse_args(_join_negative_values(args))
     old_term = None
     try:

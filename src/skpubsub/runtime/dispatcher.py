@@ -19,7 +19,6 @@ Exactness across workers rests on three rules:
 from __future__ import annotations
 
 from collections import Counter
-from itertools import repeat
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,9 +59,7 @@ class Dispatcher:
     # -- subscriptions -------------------------------------------------------------
     def _routing_keywords(self, sub: Sub) -> tuple[str, ...]:
         if sub.match_all and len(sub.keywords) > 1 and sub.kind != "topk":
-            # the least frequent, then the least: min of (frequency, word) pairs, made in C
-            kws = sub.keywords
-            return (min(zip(map(self.rarity.get, kws, repeat(0)), kws))[1],)
+            return (min(sub.keywords, key=lambda w: (self.rarity.get(w, 0), w)),)
         return sub.keywords
 
     def _register(self, sub: Sub, workers: tuple[int, ...]) -> None:
@@ -72,8 +69,11 @@ class Dispatcher:
         self._seq[sub.id] = sub.seq
         keys = self._routing_keywords(sub)
         self._keys[sub.id] = keys
+        kw_workers = self.kw_workers
         for w in keys:
-            c = self.kw_workers.setdefault(w, Counter())
+            c = kw_workers.get(w)
+            if c is None:  # not setdefault(w, Counter()): a Counter made for every keyword
+                c = kw_workers[w] = Counter()
             for wk in workers:
                 c[wk] += 1
         self.replicas += len(workers)

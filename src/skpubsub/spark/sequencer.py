@@ -77,11 +77,12 @@ def _blocks(lines: list[tuple[int, bytes | None]]) -> Iterator[tuple[int, list]]
     cut changes no event: only which path the Gate takes."""
     nums, raws = list(map(_LINE, lines)), list(map(_RAW, lines))
     n, i = len(nums), 0
+    whole = not n or nums == list(range(nums[0], nums[0] + n))  # the source's case: one C comparison
     while i < n:  # runs of consecutive line numbers
         j = n
-        if nums[i:] != list(range(nums[i], nums[i] + n - i)):  # rare: cut at the first break
+        if not whole:  # rare: a line at a time to the next break
             j = i + 1
-            while nums[j] == nums[j - 1] + 1:
+            while j < n and nums[j] == nums[j - 1] + 1:
                 j += 1
         cuts, s, pend = [i], i, i  # s: where this group starts; pend: where the mixed stretch does
         for _, g in groupby(map(_opening, raws[i:j])):

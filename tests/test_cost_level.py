@@ -8,7 +8,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skpubsub.index.nodecost import _cost_level_plain, cost_level, count_objects, new_counts
+from skpubsub.index.cells import best_level, box_at
+from skpubsub.index.nodecost import (_cost_level_plain, cost_level, count_objects, finest_cells, new_counts, not_finer,
+                                     plain_cells)
 
 GEO = np.array([-180.0, -90.0, 360.0, 180.0, 400.0])
 _rng = np.random.default_rng(3)
@@ -37,3 +39,31 @@ def test_nan_and_infinite_regions_take_the_plain_path() -> None:
         e = np.array(ext)
         assert cost_level(e, GEO, 14, 4, COUNTS, 1e-4, 0, 0.1, 1, a) == \
             _cost_level_plain(e, GEO, 14, 4, COUNTS, 1e-4, 0, 0.1, 1, b) and (a == b).all()
+
+
+@settings(max_examples=2000, deadline=None)
+@given(coord, coord, st.floats(0.0, 200.0), st.floats(0.0, 200.0), st.sampled_from([1, 4, 9, 16]),
+       st.sampled_from([0.0, 1e-6, 1e-4, 1e-2]), st.floats(1e-6, 1.0), st.integers(1, 3))
+def test_not_finer_is_the_plain_bound(x, y, w, h, max_cells, theta, ptext, ln) -> None:
+    """kernel._follow tightens a region in place without asking the cost model when
+    ``not_finer(cur)``: that must mean neither rule posts it finer than ``cur`` (and, for the
+    plain rule, exactly that); the boxes by shifts are ``box_at``'s and ``plain_cells`` is
+    ``best_level``."""
+    ext = np.array([x, y, x + w, y + h])
+    a, b = np.empty(4, dtype=np.int64), np.empty(4, dtype=np.int64)
+    for lmax in (0, 3, 14):
+        counts = COUNTS if lmax == 14 else new_counts(lmax)
+        ok, a0, b0, a1, b1 = finest_cells(ext, GEO, lmax)
+        if not ok:
+            continue
+        plain = best_level(ext, GEO, lmax, max_cells, b)
+        assert plain_cells(a0, b0, a1, b1, lmax, max_cells, a) == plain and (a == b).all()
+        model = cost_level(ext, GEO, lmax, max_cells, counts, theta, 0, ptext, ln, a)
+        for level in range(lmax + 1):
+            box_at(level, ext, GEO, b)
+            d = lmax - level
+            assert [a0 >> d, b0 >> d, a1 >> d, b1 >> d] == list(b)
+            nf = not_finer(level, a0, b0, a1, b1, lmax, max_cells)
+            assert nf == (plain <= level), (lmax, level, plain)
+            if nf:
+                assert model <= level

@@ -32,7 +32,7 @@ from ..index.aoiq import probe_tokens
 from ..index.cells import box_at, extent
 from ..index.placing import post_slot
 from ..index.probe import kw_sig, scan
-from ..index.nodecost import slot_level
+from ..index.nodecost import finest_cells, not_finer, slot_level, slot_level_cells
 from ..index.prefix import post_tokens, prefix_bounds, probe_classes, same_classes
 from ..results.kbest import after_put, put
 from ..results.refill import refill
@@ -322,17 +322,40 @@ def _follow(s, subs, grid, scratch, counters):
     old = 1 if cur < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
     best = -1
     if extent(r, geo[4], ext):
-        best = slot_level(s, subs, grid, ext, tmp)
-        if 0 <= best <= cur:
-            after = box_at(cur, ext, geo, tmp)
-            if same and box[0] <= tmp[0] and box[1] <= tmp[1] and tmp[2] <= box[2] and tmp[3] <= box[3]:
-                box[0] = tmp[0]
-                box[1] = tmp[1]
-                box[2] = tmp[2]
-                box[3] = tmp[3]
-                counters[C_LIVE_DROP] += (old - after) * g.nkw
-                return
-            box_at(best, ext, geo, tmp)
+        lmax = grid.lmax
+        ok, a0, b0, a1, b1 = finest_cells(ext, geo, lmax)
+        inside = False  # the region's box on its level cur lies in the posted one: tighten in place
+        c0 = c1 = c2 = c3 = 0
+        if cur >= 0:
+            if ok:  # the box on cur from the finest one by shifts (finest_cells)
+                d = lmax - cur
+                c0 = a0 >> d
+                c1 = b0 >> d
+                c2 = a1 >> d
+                c3 = b1 >> d
+            else:
+                box_at(cur, ext, geo, tmp)
+                c0 = np.int64(tmp[0])
+                c1 = np.int64(tmp[1])
+                c2 = np.int64(tmp[2])
+                c3 = np.int64(tmp[3])
+            inside = same and box[0] <= c0 and box[1] <= c1 and c2 <= box[2] and c3 <= box[3]
+            # Tightening in place needs only best <= cur: when no rule goes finer than cur,
+            # the cost model (text rate, object counts) need not be asked.
+            if inside and ok and not_finer(cur, a0, b0, a1, b1, lmax, grid.max_cells):
+                best = 0
+        if best < 0:
+            if ok:
+                best = slot_level_cells(s, subs, grid, a0, b0, a1, b1, tmp)  # its box into tmp
+            else:
+                best = slot_level(s, subs, grid, ext, tmp)
+        if 0 <= best <= cur and inside:
+            box[0] = c0
+            box[1] = c1
+            box[2] = c2
+            box[3] = c3
+            counters[C_LIVE_DROP] += (old - (c2 - c0 + 1) * (c3 - c1 + 1)) * g.nkw
+            return
     elif cur < 0 and same:
         return  # unbounded, and already in the global lists
     off = r.kw_off

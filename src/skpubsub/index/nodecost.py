@@ -122,15 +122,11 @@ def _shifted(level, lmax, a0, b0, a1, b1, out):
 
 
 @njit(inline="always", cache=True)
-def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
-    """The level the cost model posts region ``ext`` on, its box into ``out``; the plain
-    rule (cells.best_level) when the model is off (``theta`` <= 0 or no counts) or fewer
-    than ``warm`` objects have been counted.
-
-    Every level's box comes from the finest level's by shifts (``placing.finest_level``'s
-    argument: ``cell_of`` halves exactly from one level to the next), not from four
-    divisions and floors a level; the levels, boxes and sums are those of the plain
-    computation (``_cost_level_plain``, which indices past 2**62 or NaN still take)."""
+def finest_cells(ext, geo, lmax):
+    """(ok, a0, b0, a1, b1): the cell box of rectangle ``ext`` on the finest level ``lmax``.
+    Every coarser level's box is this one shifted (``_shifted``; ``placing.finest_level``'s
+    argument: ``cell_of`` halves exactly from one level to the next). ``ok`` is False when an
+    index is too large for that (|x| >= 2**62) or NaN: then take ``box_at`` level by level."""
     g = 1 << lmax
     x0 = (ext[0] - geo[0]) * g / geo[2]
     y0 = (ext[1] - geo[1]) * g / geo[3]
@@ -138,11 +134,43 @@ def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
     y1 = (ext[3] - geo[1]) * g / geo[3]
     lim = 4.611686018427388e18  # 2**62
     if not (abs(x0) < lim and abs(y0) < lim and abs(x1) < lim and abs(y1) < lim):
-        return _cost_level_plain(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out)
+        return False, 0, 0, 0, 0
     a0 = min(g - 1, max(0, int(math.floor(x0))))
     b0 = min(g - 1, max(0, int(math.floor(y0))))
     a1 = min(g - 1, max(0, int(math.floor(x1))))
     b1 = min(g - 1, max(0, int(math.floor(y1))))
+    return True, a0, b0, a1, b1
+
+
+@njit(inline="always", cache=True)
+def plain_cells(a0, b0, a1, b1, lmax, max_cells, out):
+    """``cells.best_level`` from the finest level's box (``finest_cells``): the finest level
+    with at most ``max_cells`` cells, its box into ``out``."""
+    best = lmax
+    while best > 0:
+        d = lmax - best
+        if ((a1 >> d) - (a0 >> d) + 1) * ((b1 >> d) - (b0 >> d) + 1) <= max_cells:
+            break
+        best -= 1
+    _shifted(best, lmax, a0, b0, a1, b1, out)
+    return best
+
+
+@njit(inline="always", cache=True)
+def not_finer(level, a0, b0, a1, b1, lmax, max_cells):
+    """Is neither rule (``plain_cells``, ``cost_cells``) going to post the region with
+    finest-level box ``a0, b0, a1, b1`` finer than ``level``? True when ``level`` is the finest
+    or the box has more than ``max_cells`` cells one level finer (the cell count never falls
+    going finer, and the cost model stops at the plain rule's level)."""
+    if level >= lmax:
+        return True
+    d = lmax - level - 1
+    return ((a1 >> d) - (a0 >> d) + 1) * ((b1 >> d) - (b0 >> d) + 1) > max_cells
+
+
+@njit(inline="always", cache=True)
+def cost_cells(a0, b0, a1, b1, lmax, max_cells, counts, theta, warm, ptext, ln, out):
+    """``cost_level`` from the finest level's box (``finest_cells``)."""
     best = lmax  # cells.best_level: the finest level with at most max_cells cells
     while best > 0:
         d = lmax - best
@@ -171,6 +199,21 @@ def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
         seen = seen_f
     _shifted(level, lmax, a0, b0, a1, b1, out)
     return level
+
+
+@njit(inline="always", cache=True)
+def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
+    """The level the cost model posts region ``ext`` on, its box into ``out``; the plain
+    rule (cells.best_level) when the model is off (``theta`` <= 0 or no counts) or fewer
+    than ``warm`` objects have been counted. Never finer than the plain rule's level.
+
+    Every level's box comes from the finest level's by shifts (``finest_cells``), not from
+    four divisions and floors a level; the levels, boxes and sums are those of the plain
+    computation (``_cost_level_plain``, which indices past 2**62 or NaN still take)."""
+    ok, a0, b0, a1, b1 = finest_cells(ext, geo, lmax)
+    if not ok:
+        return _cost_level_plain(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out)
+    return cost_cells(a0, b0, a1, b1, lmax, max_cells, counts, theta, warm, ptext, ln, out)
 
 
 @njit(inline="always", cache=True)
@@ -209,3 +252,15 @@ def slot_level(s, subs, grid, ext, out):
     ptext, n = text_rate(r.kind, r.match_all, grid.slots[s].tok, r.kw_off, r.kw_len, subs.kw_id, grid.freq,
                          float(counts[0]))
     return cost_level(ext, grid.geo, grid.lmax, grid.max_cells, counts, grid.theta_n, grid.warm_n, ptext, n, out)
+
+
+@njit(inline="always", cache=True)
+def slot_level_cells(s, subs, grid, a0, b0, a1, b1, out):
+    """``slot_level`` from the region's finest-level box (``finest_cells``, ok)."""
+    r = subs.rec[s]
+    counts = grid.counts
+    if r.kind == K_RANGE or grid.theta_n <= 0.0 or len(counts) == 0:
+        return plain_cells(a0, b0, a1, b1, grid.lmax, grid.max_cells, out)
+    ptext, n = text_rate(r.kind, r.match_all, grid.slots[s].tok, r.kw_off, r.kw_len, subs.kw_id, grid.freq,
+                         float(counts[0]))
+    return cost_cells(a0, b0, a1, b1, grid.lmax, grid.max_cells, counts, grid.theta_n, grid.warm_n, ptext, n, out)

@@ -22,7 +22,7 @@ from numba.experimental import structref
 from ..core import postings as P
 from ..store.subscriptions import K_RANGE, K_TOPK
 from .cells import best_level, extent, level_key
-from .nodecost import slot_level
+from .nodecost import finest_cells, plain_cells, slot_level
 from .pairs import assign_many
 from .prefix import NC, post_tokens, prefix_bounds
 from .probe import kw_sig
@@ -134,35 +134,16 @@ def regions(slots, subs, grid, ext):
 @njit(inline="always", cache=True)
 def finest_level(ext, geo, lmax, max_cells, out):
     """``cells.best_level`` (the finest level where ``ext`` covers at most ``max_cells`` cells,
-    its box into ``out``) from one box, the finest level's: a cell index one level up is the
-    index below halved (``cell_of``'s ``(v - lo) * g / width`` scales exactly by powers of
-    two, and floor(x / 2) = floor(floor(x) / 2); the clamp to the grid commutes with the
-    halving), so each coarser level is four shifts, not four divisions and floors. Indices
-    too large for that (|x| >= 2**62, or NaN) take ``best_level`` itself."""
-    g = 1 << lmax
-    x0 = (ext[0] - geo[0]) * g / geo[2]
-    y0 = (ext[1] - geo[1]) * g / geo[3]
-    x1 = (ext[2] - geo[0]) * g / geo[2]
-    y1 = (ext[3] - geo[1]) * g / geo[3]
-    lim = 4.611686018427388e18  # 2**62
-    if not (abs(x0) < lim and abs(y0) < lim and abs(x1) < lim and abs(y1) < lim):
+    its box into ``out``) from one box, the finest level's (``nodecost.finest_cells``): a cell
+    index one level up is the index below halved (``cell_of``'s ``(v - lo) * g / width``
+    scales exactly by powers of two, and floor(x / 2) = floor(floor(x) / 2); the clamp to the
+    grid commutes with the halving), so each coarser level is four shifts, not four divisions
+    and floors (``nodecost.plain_cells``). Indices too large for that (|x| >= 2**62, or NaN)
+    take ``best_level`` itself."""
+    ok, a0, b0, a1, b1 = finest_cells(ext, geo, lmax)
+    if not ok:
         return best_level(ext, geo, lmax, max_cells, out)
-    a0 = min(g - 1, max(0, int(math.floor(x0))))
-    b0 = min(g - 1, max(0, int(math.floor(y0))))
-    a1 = min(g - 1, max(0, int(math.floor(x1))))
-    b1 = min(g - 1, max(0, int(math.floor(y1))))
-    level = lmax
-    while level > 0:
-        d = lmax - level
-        if ((a1 >> d) - (a0 >> d) + 1) * ((b1 >> d) - (b0 >> d) + 1) <= max_cells:
-            break
-        level -= 1
-    d = lmax - level
-    out[0] = a0 >> d
-    out[1] = b0 >> d
-    out[2] = a1 >> d
-    out[3] = b1 >> d
-    return level
+    return plain_cells(a0, b0, a1, b1, lmax, max_cells, out)
 
 
 @njit(cache=True)

@@ -20,7 +20,7 @@ count_objects(COUNTS, _rng.normal(10.0, 20.0, 5000), _rng.normal(40.0, 10.0, 500
 coord = st.one_of(st.floats(-400.0, 400.0), st.sampled_from([-180.0, 180.0, -90.0, 90.0, 0.0, 1e300, -1e300]))
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(coord, coord, st.floats(0.0, 200.0), st.floats(0.0, 200.0), st.sampled_from([1, 4, 9, 16]),
        st.sampled_from([0.0, 1e-6, 1e-4, 1e-2]), st.floats(1e-6, 1.0), st.integers(1, 3), st.sampled_from([0, 1024, 10**9]))
 def test_shifted_levels_are_the_plain_ones(x, y, w, h, max_cells, theta, ptext, ln, warm) -> None:
@@ -41,7 +41,7 @@ def test_nan_and_infinite_regions_take_the_plain_path() -> None:
             _cost_level_plain(e, GEO, 14, 4, COUNTS, 1e-4, 0, 0.1, 1, b) and (a == b).all()
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=800, deadline=None)
 @given(coord, coord, st.floats(0.0, 200.0), st.floats(0.0, 200.0), st.sampled_from([1, 4, 9, 16]),
        st.sampled_from([0.0, 1e-6, 1e-4, 1e-2]), st.floats(1e-6, 1.0), st.integers(1, 3))
 def test_not_finer_is_the_plain_bound(x, y, w, h, max_cells, theta, ptext, ln) -> None:

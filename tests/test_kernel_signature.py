@@ -106,8 +106,8 @@ def test_random_streams_with_signatures_as_the_reference(window: str) -> None:
 def test_geonames_all_subscriptions_with_expiries_as_the_reference(window: str) -> None:
     """Real places, `all` subscriptions of 2-4 keywords: buffers emptied by expiries are
     refilled (their regions grow back) while the scan rejects by signature."""
-    cfg = WorkloadConfig(objects=1500, subscriptions=300, kind="knn", match="all", sub_rate=0.5, unsub_rate=0.5,
-                         objects_per_step=10, seed=4, limit=3000, sub_keywords=3)
+    cfg = WorkloadConfig(objects=1000, subscriptions=300, kind="knn", match="all", sub_rate=0.5, unsub_rate=0.5,
+                         objects_per_step=10, seed=4, limit=2000, sub_keywords=3)
 
     class Once:  # compare wants streams; this one is fixed
         pass

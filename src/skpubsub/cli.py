@@ -681,6 +681,9 @@ def _os_error(exc: OSError) -> str:
     return f"{what}: {' -> '.join(where)}" if where else what
 
 
+BENCH_MODES = ("partition", "spark", "sequencer")  # `bench MODE ...` is the subcommand bench-MODE
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line. Every error is one line ``skpubsub: error: ...`` and a non-zero exit;
     SIGINT exits 130, SIGTERM 143, after removing the run's unfinished outputs (SPEC 7)."""
@@ -689,12 +692,10 @@ def main(argv: list[str] | None = None) -> int:
     from .io.sinks import abort_open
 
     args = sys.argv[1:] if argv is None else list(argv)
-    if args[:2] == ["bench", "partition"]:  # the planner mode of bench (an events file: ./partition)
-        args = ["bench-partition", *args[2:]]
-    if args[:2] == ["bench", "spark"]:  # Spark against the local runtime (an events file: ./spark)
-        args = ["bench-spark", *args[2:]]
-    if args[:2] == ["bench", "sequencer"]:  # the Spark sequencer alone (an events file: ./sequencer)
-        args = ["bench-sequencer", *args[2:]]
+    # bench's modes: the planners, Spark against the local runtime, the Spark sequencer alone
+    # (an events file of one of these names: ./partition, ./spark, ./sequencer)
+    if args[:1] == ["bench"] and args[1:2] and args[1] in BENCH_MODES:
+        args = [f"bench-{args[1]}", *args[2:]]
     a = parser().parse_args(_join_negative_values(args))
     old_term = None
     try:

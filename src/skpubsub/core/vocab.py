@@ -96,6 +96,20 @@ class Vocabulary:
         ones not known (``Engine.add_run`` under a window that retains no object)."""
         return list(map(self._ids.get, words, repeat(-1)))
 
+    def known_runs(self, words: list[str], off: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """The int32 ids of a run of objects' ``words`` (object i's are ``off[i]:off[i+1]``,
+        ``lens`` long), nothing learnt: object i's j-th word that is not known (j counted
+        from 0) takes ``placeholders``' j-th id, so each object keeps one distinct id per
+        word. O(len(words)), one C pass and a few array passes."""
+        kw = np.fromiter(self.known(words), np.int32, len(words))
+        new = kw < 0
+        if new.any():
+            upto = np.zeros(len(kw) + 1, dtype=np.int64)  # new words up to each position
+            np.cumsum(new, out=upto[1:])
+            j = (upto[1:] - np.repeat(upto[off[:-1]], lens) - 1)[new]  # rank within its object
+            kw[new] = self.placeholders(int(j.max()) + 1)[j]
+        return kw
+
     def placeholders(self, n: int) -> np.ndarray:
         """Ids that stand for words not learnt (``known`` gave -1): an object's j-th such word
         takes the j-th, so it keeps an id per word, all distinct (its weight and the indexes

@@ -421,9 +421,9 @@ class Engine:
         caller has them); returns the slots and the run's keyword ids as CSR (int64 offsets,
         int32 ids: what ``ObjectTable.keywords_csr`` of the slots gives). Under a window that
         retains no object a word the vocabulary does not know is not learnt: no subscription
-        holds it, and none registered later can find the object through it. The object's j-th
-        such word takes the vocabulary's j-th placeholder id (``Vocabulary.placeholders``), so
-        it keeps an id per word, all distinct, as every reader expects (NOTES)."""
+        holds it, and none registered later can find the object through it. Such a word takes a
+        placeholder id (``Vocabulary.known_runs``), so the object keeps an id per word, all
+        distinct, as every reader expects (NOTES)."""
         n = len(evs)
         self.stats["objects"] += n
         words = list(chain.from_iterable(cols.keywords))
@@ -433,13 +433,7 @@ class Engine:
         if self.window.retains:  # one lookup pass for the run, new words learnt
             kw = np.fromiter(self.vocab.ids(words), np.int32, len(words))  # converted once: counted, held, stored
         else:  # no object stays alive: words nobody holds are not learnt (learning was ~20% of a run)
-            kw = np.fromiter(self.vocab.known(words), np.int32, len(words))
-            new = kw < 0
-            if new.any():  # the j-th new word of an object (j counted from 0) -> placeholder j
-                upto = np.zeros(len(kw) + 1, dtype=np.int64)
-                np.cumsum(new, out=upto[1:])
-                j = (upto[1:] - np.repeat(upto[off[:-1]], lens) - 1)[new]
-                kw[new] = self.vocab.placeholders(int(j.max()) + 1)[j]
+            kw = self.vocab.known_runs(words, off, lens)
         self.vocab.count_many(kw)  # one array call: a ``count`` per object cost more than its kernel
         self._held.append(kw)  # held until the slots are freed
         kind = self.window.kind

@@ -189,8 +189,14 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "skpubsub.cli", *args]
 
 
+def _as_from_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a background job's SIGINT is ignored (test_hardening_files)
+
+
 def test_kill_and_restart_is_exactly_once(tmp_path: Path) -> None:
-    """kill -9 mid-stream, run the same command again: no notification lost or doubled."""
+    """kill -9 mid-stream, then a terminal's Ctrl-C mid-stream (one line, SPEC 7; before,
+    PySpark's SIGINT handler re-entered Py4J: two tracebacks and the JVM's lost-cluster
+    warnings), then the same command again: no notification lost or doubled."""
     s = _stream(500, windows=("time",))
     events = _write(tmp_path / "events.jsonl", s)
     want = _reference(tmp_path, events, s)
@@ -210,6 +216,16 @@ def test_kill_and_restart_is_exactly_once(tmp_path: Path) -> None:
     p.wait()
     done = len(list(batches.glob("*/batch-*.json")))
     assert 2 <= done < len(s.events) // 16, done  # killed mid-stream
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, preexec_fn=_as_from_a_terminal)
+    while time.monotonic() < deadline and len(list(batches.glob("*/batch-*.json"))) < done + 2:
+        assert p.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.2)
+    os.killpg(p.pid, signal.SIGINT)  # the whole group, as a terminal does
+    err = p.communicate(timeout=120)[1]
+    assert p.returncode == 130 and err.endswith("skpubsub: error: interrupted (SIGINT); outputs left as they were\n")
+    assert "Traceback" not in err and "py4j" not in err.lower() and " WARN " not in err, err[-3000:]
+    assert len(list(batches.glob("*/batch-*.json"))) < len(s.events) // 16  # interrupted mid-stream
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert _files(out) == want

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 
 from ..runtime.failure import RunFailure
@@ -118,6 +121,27 @@ def wait_for_executors(spark, timeout: float) -> None:
         time.sleep(0.5)
 
 
+class _QuietPy4J(logging.Filter):
+    """Ctrl-C during a run is one line (SPEC 7), as without Spark. PySpark's SparkContext
+    installs a SIGINT handler that calls the JVM (``cancelAllJobs``) from inside the handler,
+    re-entering the Py4J call the main thread is in: a "reentrant call" traceback, and a
+    broken connection that then fails the session's stop (the driver JVM outlives it and
+    logs its lost cluster). ``spark_session`` puts the handler back that was there before, so
+    Ctrl-C is a plain KeyboardInterrupt; the callers stop their query and session on it,
+    which cancels the jobs. Py4J logs an interrupted call with the root logger's
+    ``logging.exception`` (basicConfig'd on first use: a traceback on stderr); this filter
+    on the root logger drops Py4J's records unless ``--verbose``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname)
+
+    @classmethod
+    def install(cls) -> None:
+        root = logging.getLogger()
+        if not any(isinstance(f, cls) for f in root.filters):
+            root.addFilter(cls())
+
+
 def spark_session(master: str | None = None, workers: int = 2, app: str = "skpubsub",
                   conf: dict[str, str] | None = None):
     """Get or create the session: RocksDB state store, ``spark.sql.shuffle.partitions``
@@ -154,7 +178,13 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
         spark = spark.config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
     for k, v in (conf or {}).items():  # --conf, --executor-memory, --executor-cores
         spark = spark.config(k, v)
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGINT) if main else None
     spark = spark.getOrCreate()
+    if main and before is not None:
+        signal.signal(signal.SIGINT, before)  # PySpark's own handler undone (_QuietPy4J)
+    if not verbose():
+        _QuietPy4J.install()
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))
     if not verbose():  # a failed task or query reaches the user as one line (pipeline.describe_failure),
         spark.sparkContext.setLogLevel("OFF")  # not as the JVM's ERROR lines and stack traces on stderr

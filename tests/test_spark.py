@@ -218,6 +218,7 @@ def test_kill_and_restart_is_exactly_once(tmp_path: Path) -> None:
     assert 2 <= done < len(s.events) // 16, done  # killed mid-stream
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, preexec_fn=_as_from_a_terminal)
+    deadline = time.monotonic() + 240
     while time.monotonic() < deadline and len(list(batches.glob("*/batch-*.json"))) < done + 2:
         assert p.poll() is None, "the run ended before it could be interrupted"
         time.sleep(0.2)

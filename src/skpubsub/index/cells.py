@@ -88,7 +88,7 @@ def box_at(level, ext, geo, out):
     return (out[2] - out[0] + 1) * (out[3] - out[1] + 1)
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)  # called, not inlined: compile time (index/NOTES.md, "inline")
 def best_level(ext, geo, lmax, max_cells, out):
     """Finest level where ``ext`` covers at most ``max_cells`` cells (level 0 has one)."""
     for level in range(lmax, 0, -1):

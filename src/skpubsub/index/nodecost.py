@@ -142,7 +142,7 @@ def finest_cells(ext, geo, lmax):
     return True, a0, b0, a1, b1
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)  # called, not inlined: compile time (index/NOTES.md, "inline")
 def plain_cells(a0, b0, a1, b1, lmax, max_cells, out):
     """``cells.best_level`` from the finest level's box (``finest_cells``): the finest level
     with at most ``max_cells`` cells, its box into ``out``."""
@@ -168,7 +168,7 @@ def not_finer(level, a0, b0, a1, b1, lmax, max_cells):
     return ((a1 >> d) - (a0 >> d) + 1) * ((b1 >> d) - (b0 >> d) + 1) > max_cells
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)  # called, not inlined: compile time (index/NOTES.md, "inline")
 def cost_cells(a0, b0, a1, b1, lmax, max_cells, counts, theta, warm, ptext, ln, out):
     """``cost_level`` from the finest level's box (``finest_cells``)."""
     best = lmax  # cells.best_level: the finest level with at most max_cells cells
@@ -201,7 +201,7 @@ def cost_cells(a0, b0, a1, b1, lmax, max_cells, counts, theta, warm, ptext, ln, 
     return level
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)  # called, not inlined: compile time (index/NOTES.md, "inline")
 def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
     """The level the cost model posts region ``ext`` on, its box into ``out``; the plain
     rule (cells.best_level) when the model is off (``theta`` <= 0 or no counts) or fewer
@@ -216,7 +216,7 @@ def cost_level(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
     return cost_cells(a0, b0, a1, b1, lmax, max_cells, counts, theta, warm, ptext, ln, out)
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)  # called, not inlined: compile time (index/NOTES.md, "inline")
 def _cost_level_plain(ext, geo, lmax, max_cells, counts, theta, warm, ptext, ln, out):
     """``cost_level`` computed level by level (``box_at``, ``best_level``)."""
     best = best_level(ext, geo, lmax, max_cells, out)

@@ -131,7 +131,7 @@ def regions(slots, subs, grid, ext):
     return total
 
 
-@njit(inline="always", cache=True)
+@njit(cache=True)  # called, not inlined: compile time (index/NOTES.md, "inline")
 def finest_level(ext, geo, lmax, max_cells, out):
     """``cells.best_level`` (the finest level where ``ext`` covers at most ``max_cells`` cells,
     its box into ``out``) from one box, the finest level's (``nodecost.finest_cells``): a cell

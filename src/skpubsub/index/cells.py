@@ -2,10 +2,13 @@
 keyword's list in a cell, a slot's region as a rectangle, and the plain rule for the
 level a region is posted on.
 
-The helpers here and in :mod:`.nodecost` are inlined where they are called: a compiled
-call that passes arrays pays Numba's reference counts (an atomic NRT incref and decref per
-array), and a shrinking kNN region calls them several times per level it weighs. Inlined,
-the kNN object phase went 13.5k -> 15.7k objects per CPU second (knn_100k, auto).
+The small helpers here and in :mod:`.nodecost` are inlined where they are called: a
+compiled call that passes arrays pays Numba's reference counts (an atomic NRT incref and
+decref per array), and a shrinking kNN region calls them several times per level it weighs.
+Inlined, the kNN object phase went 13.5k -> 15.7k objects per CPU second (knn_100k, auto).
+The level rules (``best_level`` here, ``cost_level`` and its parts in nodecost, placing's
+``finest_level``) are called instead: inlined into every inlined copy of their callers they
+cost a third of the cold compile, for no measured speed (index/NOTES.md, "Compile time").
 """
 
 from __future__ import annotations

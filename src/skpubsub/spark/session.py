@@ -129,8 +129,10 @@ class _QuietPy4J(logging.Filter):
     logs its lost cluster). ``spark_session`` puts the handler back that was there before, so
     Ctrl-C is a plain KeyboardInterrupt; the callers stop their query and session on it,
     which cancels the jobs. Py4J logs an interrupted call with the root logger's
-    ``logging.exception`` (basicConfig'd on first use: a traceback on stderr); this filter
-    on the root logger drops Py4J's records unless ``--verbose``."""
+    ``logging.exception`` (basicConfig'd on first use: a traceback on stderr), and the
+    broken connection's shutdown with its own ``py4j.clientserver`` logger, which then
+    propagates to that root handler: unless ``--verbose`` this filter on the root logger
+    drops the first, and the ``py4j`` loggers are silenced."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname)
@@ -140,6 +142,7 @@ class _QuietPy4J(logging.Filter):
         root = logging.getLogger()
         if not any(isinstance(f, cls) for f in root.filters):
             root.addFilter(cls())
+        logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
 
 
 def spark_session(master: str | None = None, workers: int = 2, app: str = "skpubsub",

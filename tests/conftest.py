@@ -8,7 +8,7 @@ os.environ.setdefault("CI", "1")  # no progress bars in test output
 
 def pytest_configure(config) -> None:
     """Under ``-n N`` (N >= 2), before the workers start: the Numba kernels compiled into the
-    package's cache once, by N processes that split them (tests/warm_kernels.py), instead of
+    package's cache once, by two processes that split them (tests/warm_kernels.py), instead of
     by every worker for itself at the same time. Skipped in a worker, in a run without
     workers, and with SKPUBSUB_NO_WARM=1."""
     n = getattr(config.option, "numprocesses", None)

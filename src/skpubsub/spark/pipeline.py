@@ -532,23 +532,27 @@ def _await(spark, q, timeout: float | None, progress: _Progress | None = None) -
     end = None if timeout is None else time.monotonic() + timeout
     lost = None
     longest = 0.5 if progress is not None and progress.bar is not None else 2.0
-    while True:
-        step = longest if end is None else max(0.05, min(longest, end - time.monotonic()))  # > 0: PySpark refuses 0
-        if q.awaitTermination(step):
-            return
-        if progress is not None:
-            progress.tick(q)
-        if end is not None and time.monotonic() >= end:
-            return
-        if executors(spark) >= 1:
-            lost = None
-        elif lost is None:
-            lost = time.monotonic()
-        elif time.monotonic() - lost > EXECUTOR_WAIT:
-            q.stop()
-            raise ValueError(f"no Spark executor left on {spark.sparkContext.master} for {EXECUTOR_WAIT:.0f} s "
-                             "(workers stopped or lost); the checkpoint keeps what was done: run the same "
-                             "command again once workers are back")
+    try:
+        while True:
+            step = longest if end is None else max(0.05, min(longest, end - time.monotonic()))  # > 0: PySpark refuses 0
+            if q.awaitTermination(step):
+                return
+            if progress is not None:
+                progress.tick(q)
+            if end is not None and time.monotonic() >= end:
+                return
+            if executors(spark) >= 1:
+                lost = None
+            elif lost is None:
+                lost = time.monotonic()
+            elif time.monotonic() - lost > EXECUTOR_WAIT:
+                q.stop()
+                raise ValueError(f"no Spark executor left on {spark.sparkContext.master} for {EXECUTOR_WAIT:.0f} s "
+                                 "(workers stopped or lost); the checkpoint keeps what was done: run the same "
+                                 "command again once workers are back")
+    except KeyboardInterrupt:  # the query first: its running batch's Python callback must not
+        q.stop()  # outlive the session the caller stops next (a Py4J trace, SPEC 7's one line)
+        raise
 
 
 def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: str | Window = "none",

@@ -29,15 +29,15 @@ PARTS = (
 )
 
 
-def _events(tmp: Path, window: str) -> Path:
+def _events(tmp: Path) -> Path:
+    """One small mixed stream with churn and expiries; each run applies its own window."""
     from skpubsub.bench.workload import WorkloadConfig, generate, write_jsonl
 
     cfg = WorkloadConfig(objects=300, subscriptions=80, kind="mix", match="mix", sub_rate=0.5,
                          unsub_rate=0.5, objects_per_step=10, expire_fraction=0.3, lifetime=20,
                          seed=3, limit=2000)
-    path = tmp / f"events-{window.replace(':', '_')}.jsonl"
-    if not path.exists():
-        write_jsonl(generate(cfg), path)
+    path = tmp / "events.jsonl"
+    write_jsonl(generate(cfg), path)
     return path
 
 
@@ -46,9 +46,9 @@ def warm(part: int) -> None:
 
     with tempfile.TemporaryDirectory(prefix="skpubsub-warm-") as d:
         tmp = Path(d)
+        events = _events(tmp)
         for index, buffers in PARTS[part]:
             for window in WINDOWS:
-                events = _events(tmp, window)
                 if index == "planners":  # the planners' kernels, in process (no worker processes)
                     for p in PLANNERS:
                         run(events, tmp / "out", window, partitioner=p, workers=2, init_objects=50,

@@ -183,3 +183,37 @@ def test_run_with_rebalancing_writes_the_single_engine_files(tmp_path: Path) -> 
     assert _read(multi) == _read(single)
     m = json.loads((multi / "metrics.json").read_text())
     assert m["adjustments"] and m["migrated_subscriptions"] > 0  # CPU loads of 3 workers differ by > 5 %
+
+
+def test_an_error_raised_after_sigint_is_the_interrupt() -> None:
+    """A terminal's Ctrl-C reaches the Spark JVM and workers too, and the run may first see
+    their failure (a library that swallows the KeyboardInterrupt and raises its own error):
+    once SIGINT has arrived, that error is reported as the interrupt (exit 130, SPEC 7)."""
+    import argparse
+    import os
+    import signal
+    import time
+
+    from skpubsub import cli
+
+    def swallowing(_: argparse.Namespace) -> int:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(10)  # the handler runs at once; never reached
+        except KeyboardInterrupt:
+            raise RuntimeError("Py4JNetworkError: answer from Java side is empty") from None
+        return 0
+
+    def failing(_: argparse.Namespace) -> int:
+        raise RuntimeError("a real failure")
+
+    before = signal.signal(signal.SIGINT, cli._on_sigint)
+    try:
+        cli._SIGINT_SEEN.clear()
+        with pytest.raises(RuntimeError, match="a real failure"):  # no SIGINT: the error stays itself
+            cli._dispatch(argparse.Namespace(func=failing))
+        with pytest.raises(KeyboardInterrupt):
+            cli._dispatch(argparse.Namespace(func=swallowing))
+    finally:
+        signal.signal(signal.SIGINT, before)
+        cli._SIGINT_SEEN.clear()

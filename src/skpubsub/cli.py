@@ -351,6 +351,27 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Signalled()
 
 
+_SIGINT_SEEN: list[bool] = []
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """Python's own behaviour, remembered: a terminal's Ctrl-C also reaches the Spark JVM and its
+    Python workers, and what the run's main thread then raises first may be their failure
+    (a lost Py4J connection, a failed query) rather than the KeyboardInterrupt (SPEC 7)."""
+    _SIGINT_SEEN.append(True)
+    raise KeyboardInterrupt
+
+
+def _dispatch(a: argparse.Namespace) -> int:
+    """Run the command; any error raised once SIGINT has arrived is the interrupt's doing."""
+    try:
+        return a.func(a)
+    except Exception:
+        if _SIGINT_SEEN:
+            raise KeyboardInterrupt from None
+        raise
+
+
 def _os_error(exc: OSError) -> str:
     """One line for an error of a file or the operating system (no traceback)."""
     what = exc.strerror or str(exc) or type(exc).__name__
@@ -368,9 +389,12 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else list(argv)
     a = parser().parse_args(_join_negative_values(as_subcommand(args)))
-    old_term = None
+    old_term = old_int = None
+    _SIGINT_SEEN.clear()
     try:
         old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, &)
+            old_int = signal.signal(signal.SIGINT, _on_sigint)
     except ValueError:  # not the main thread (an embedding): its own handlers stay
         pass
     try:
@@ -378,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             a.window = Window.parse(a.window)
         if hasattr(a, "space"):
             a.space = Space.parse(a.space)
-        return a.func(a)
+        return _dispatch(a)
     except (UsageError, ValueError) as exc:
         abort_open()
         print(f"skpubsub: {'' if isinstance(exc, MissingExtra) else 'error: '}{exc}", file=sys.stderr)
@@ -415,9 +439,11 @@ def main(argv: list[str] | None = None) -> int:
         print("skpubsub: error: out of memory", file=sys.stderr)
         return 1
     finally:
-        if old_term is not None:
-            with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError):
+            if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
+            if old_int is not None:
+                signal.signal(signal.SIGINT, old_int)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ CONFIG_IDS = [describe(name, params) for name, params in CONFIGS]
 
 SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))
 TOTAL_STREAMS = int(1800 * SCALE)  # over all configurations and windows
-PER_CELL = max(30, math.ceil(TOTAL_STREAMS / (len(CONFIGS) * len(WINDOW_KINDS))))  # per (config, window)
+PER_CELL = max(20, math.ceil(TOTAL_STREAMS / (len(CONFIGS) * len(WINDOW_KINDS))))  # per (config, window)
 CHUNKS = math.ceil(PER_CELL / 40)  # test items per cell, of at most 40 streams (xdist spreads them)
 CHUNK = math.ceil(PER_CELL / CHUNKS)
 

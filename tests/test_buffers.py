@@ -9,6 +9,7 @@ cost model (Skype Eqs. 9-13) trades buffer size against the re-evaluation's cost
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -21,25 +22,27 @@ from skpubsub.results.refill import cost, cost_ckqst
 from skpubsub.testing.conformance import compare, compare_counting, engine_factory
 from skpubsub.testing.streams import Stream, random_stream
 
-
+SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for the sizes of a soak run
 
 
 @pytest.mark.parametrize("index", ["grid", "dkm"])
 @pytest.mark.parametrize("buffer", ["skyband", "cskyband", "ckskyband"])
 @pytest.mark.parametrize("window", ["count", "time"])
 def test_random_streams_are_exact_and_prune(index: str, buffer: str, window: str) -> None:
-    streams = [(random_stream(seed, windows=(window,)), seed) for seed in range(60)]
+    streams = [(random_stream(seed, windows=(window,)), seed) for seed in range(int(15 * SCALE))]
     stats = compare_counting(streams, index, buffer=buffer, kmax=1.5)
-    assert stats["evictions"] > 20 and stats["refills"] > 20  # else this proves nothing
+    assert stats["evictions"] > 100 and stats["refills"] > 100  # over 300 of each here: else this proves nothing
 
 
 @pytest.mark.soak
 @pytest.mark.parametrize("buffer", ["kmax", "skyband", "cskyband"])
 def test_geonames_topk_workload_is_exact(buffer: str) -> None:
     """Real places, dozens of subscriptions per object, churn: the compiled kernel and the
-    plain path under each policy equal the reference (and so each other)."""
-    cfg = WorkloadConfig(objects=1200, subscriptions=120, kind="topk", match="any", sub_rate=0.5,
-                         unsub_rate=0.5, objects_per_step=10, seed=5, limit=2400)
+    plain path under each policy equal the reference (and so each other). Thousands of
+    evictions and 90+ refills per run at this size (SCALE 4: the soak's 1200 objects)."""
+    n = int(300 * SCALE)
+    cfg = WorkloadConfig(objects=n, subscriptions=n // 5, kind="topk", match="any", sub_rate=0.5,
+                         unsub_rate=0.5, objects_per_step=10, seed=5, limit=2 * n)
 
     events = list(generate(cfg))
     s = Stream("count:200", None, events, [False] * len(events))
@@ -111,14 +114,14 @@ def test_conformance_catches_dominance_by_arrival_order(monkeypatch: pytest.Monk
         return e
 
     monkeypatch.setattr(engine_module, "insert_newest", by_arrival)
-    failures = 0
-    for seed in range(120):
+    for seed in range(120):  # the first failure is enough
         s = random_stream(seed, windows=("time",))
         try:
             compare(s.events, s.window, s.space, make, batch_seed=seed)
         except AssertionError:
-            failures += 1
-    assert failures > 0
+            break
+    else:
+        pytest.fail("no stream caught dominance by arrival order")
 
 
 def test_cost_model_is_skype_eq_13() -> None:

@@ -166,7 +166,7 @@ def test_the_cli_hands_rebalance_to_the_spark_engine(tmp_path: Path, monkeypatch
 
 
 # -- on Spark ------------------------------------------------------------------------------
-def _patch_workload(path: Path, seed: int = 1, n_init: int = 200, n_subs: int = 40, n_objs: int = 480) -> Path:
+def _patch_workload(path: Path, seed: int = 1, n_init: int = 60, n_subs: int = 30, n_objs: int = 240) -> Path:
     """O_init spread over the world, then subscriptions and most objects in one 60 x 40
     degree patch: the ``location`` planner puts every subscription on one worker."""
     rng = random.Random(seed)
@@ -245,14 +245,14 @@ def test_rebalancing_on_spark_is_exact_and_survives_a_restart_mid_migration(spar
     the files are still the reference's."""
     from skpubsub.spark.pipeline import run_spark
 
-    events = _patch_workload(tmp_path / "events.jsonl")
+    events = _patch_workload(tmp_path / "events.jsonl")  # 330 lines: 4 batches
     ref = tmp_path / "reference"
     from skpubsub.runtime.runner import run
 
     run(events, ref, window="none", index="reference")
     want = _files(ref)
     out = tmp_path / "spark"
-    kw = {"window": "none", "workers": 2, "partitioner": "location", "init_objects": 200, "lines_per_batch": 90,
+    kw = {"window": "none", "workers": 2, "partitioner": "location", "init_objects": 60, "lines_per_batch": 90,
           "spark": spark, "rebalance": {"sigma": 1.2, "period": 1}}
     m = run_spark(events, out, **kw)
     assert _files(out) == want

@@ -3,13 +3,17 @@ keyword frequencies change (CompiledGrid.refresh): exact, and it does re-post.""
 
 from __future__ import annotations
 
+import os
+
 from skpubsub.testing.conformance import compare, engine_factory
 from skpubsub.testing.streams import random_stream
+
+SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for a soak run
 
 
 def test_reviewed_all_postings_stay_exact_and_do_move() -> None:
     moved = 0
-    for seed in range(150):
+    for seed in range(int(60 * SCALE)):
         s = random_stream(seed, n_events=(40, 160))
         made = []
 
@@ -20,4 +24,4 @@ def test_reviewed_all_postings_stay_exact_and_do_move() -> None:
 
         compare(s.events, s.window, s.space, make, batches=seed % 2 == 0, batch_seed=seed)
         moved += sum(e.index.refreshed for e in made)
-    assert moved > 20  # the review really re-posts (else this test proves nothing)
+    assert moved > 8  # 18 here: the review really re-posts (else this test proves nothing)

@@ -92,7 +92,7 @@ def test_file_urls_and_a_second_mount_point(tmp_path: Path) -> None:
     out = tmp_path / "out put"
     try:
         args = ["run", f"file://{events}", "--engine", "spark", "--out", f"file://{out}", "--checkpoint", f"file:{ck}",
-                "--workers", "2", "--partitioner", "hash", "--init-objects", "5", "--lines-per-batch", "40",
+                "--workers", "2", "--partitioner", "hash", "--init-objects", "5", "--lines-per-batch", "75",
                 "--window", str(s.window), "--master", "local[2]"]
         if s.space:
             args += ["--space", str(s.space)]

@@ -8,6 +8,8 @@ churn is exact.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,9 @@ from skpubsub.index.aoiq import probe_room, probe_tokens
 from skpubsub.io.events import Pub, Sub
 from skpubsub.testing.conformance import compare_counting
 from skpubsub.testing.streams import Stream
+
+SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # 3 for the soak's 1500 objects
+SOAK = int(500 * SCALE)  # objects of the GeoNames soak runs (150 subscriptions per 500)
 
 
 def _sub(seq: int, kws: tuple[str, ...], match: str = "all") -> Sub:
@@ -103,28 +108,22 @@ def test_directory_survives_compaction_and_deletes() -> None:
 @pytest.mark.parametrize("buffer", ["kmax", "cskyband"])
 def test_geonames_all_keyword_knn_workload_is_exact(buffer: str) -> None:
     """Real places and keywords (1-5 per subscription), churn, a time window: aoiq equals the
-    reference on every event, and blocks were really used."""
-    cfg = WorkloadConfig(objects=1500, subscriptions=400, kind="knn", match="all", sub_rate=0.5,
-                         unsub_rate=0.5, objects_per_step=10, seed=11, limit=3000)
-
-    events = list(generate(cfg))
-    s = Stream("time:40", None, events, [False] * len(events))
+    reference on every event, and blocks were really used (96 blocks, 121 pairs here)."""
+    s, events = _geonames_events(2 * SOAK, SOAK, 3 * SOAK // 10)
     compare_counting([(s, 3)], "aoiq", buffer=buffer)
     eng = Engine("time:40", index="aoiq", buffer=buffer)
-    from skpubsub.testing.conformance import validate
-
-    events, _ = validate(s.events, s.window, s.space)
     eng.apply(events)
     assert sum(len(b) for b in eng.index.blocks) > 20 and len(eng.index.pairs) > 20
 
 
 # -- Algorithm 2: objects in batches ------------------------------------------------------
-def _geonames_events(limit: int = 3000):
+def _geonames_events(limit: int = 3000, objects: int = 1500, subscriptions: int = 400):
     from skpubsub.testing.conformance import validate
 
-    cfg = WorkloadConfig(objects=1500, subscriptions=400, kind="knn", match="all", sub_rate=0.5,
+    cfg = WorkloadConfig(objects=objects, subscriptions=subscriptions, kind="knn", match="all", sub_rate=0.5,
                          unsub_rate=0.5, objects_per_step=10, seed=11, limit=limit)
-    s = Stream("time:40", None, list(generate(cfg)), [False] * limit)
+    events = list(generate(cfg))
+    s = Stream("time:40", None, events, [False] * len(events))
     return s, validate(s.events, s.window, s.space)[0]
 
 
@@ -164,8 +163,8 @@ def test_batched_objects_are_exact() -> None:
     """With ``batch``, a run's candidates come from Algorithm 2 before the run, and slots
     refilled in it join every later object's: results equal the reference on every event
     (time window, churn, refills), and the batches really ran. (Random streams run it in
-    the conformance sweep too.)"""
-    s, events = _geonames_events(limit=2000)
+    the conformance sweep too.) 255 refills and 26 batches here."""
+    s, events = _geonames_events(2 * SOAK, SOAK, 3 * SOAK // 10)
     stats = compare_counting([(s, 3)], "aoiq", buffer="cskyband", batch=True, kmax=1.0)
     assert stats["refills"] > 50
     eng = Engine("time:40", index="aoiq", batch=True)

@@ -9,6 +9,7 @@ workload the filter examines fewer candidates with identical results.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -22,6 +23,8 @@ from skpubsub.index.prefix import (NC, SIZES, class_token, post_tokens, prefix_b
 from skpubsub.core.scoring import object_weight, text_sim, unit_weights
 from skpubsub.testing.conformance import compare_counting, validate
 from skpubsub.testing.streams import Stream
+
+SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for a soak run
 
 
 def _bounds(weights, freq) -> np.ndarray:
@@ -89,8 +92,9 @@ def test_posting_and_probing_meet_exactly_where_the_score_is_reachable() -> None
 
 
 def _topk_stream(seed: int) -> Stream:
-    cfg = WorkloadConfig(objects=900, subscriptions=300, kind="topk", sub_rate=0.5, unsub_rate=0.5,
-                         objects_per_step=10, seed=seed, limit=3000)
+    n = int(500 * SCALE)
+    cfg = WorkloadConfig(objects=n, subscriptions=n // 5, kind="topk", sub_rate=0.5, unsub_rate=0.5,
+                         objects_per_step=10, seed=seed, limit=2 * n)
     events = list(generate(cfg))
     return Stream("count:300", None, events, [False] * len(events))
 

@@ -6,6 +6,7 @@ the plain path)."""
 
 from __future__ import annotations
 
+import os
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from skpubsub.store.objects import AliveStore, ObjectTable
 from skpubsub.testing.conformance import compare_counting
 from skpubsub.testing.streams import random_stream
 
+SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for a soak run
+
 
 def _run(streams, **params) -> dict[str, int]:
     return compare_counting(streams, "dkm", **params)
@@ -23,18 +26,21 @@ def _run(streams, **params) -> dict[str, int]:
 
 @pytest.mark.parametrize("window", ["count", "time"])
 def test_random_windowed_streams_expire_and_refill_in_the_kernel(window: str) -> None:
-    stats = _run([(random_stream(seed, windows=(window,)), seed) for seed in range(120)])
-    assert stats["expiry_removals"] > 200 and stats["refills"] > 50  # else this proves nothing
+    stats = _run([(random_stream(seed, windows=(window,)), seed) for seed in range(int(30 * SCALE))])
+    assert stats["expiry_removals"] > 200 and stats["refills"] > 50  # thousands and hundreds here, else this proves nothing
     assert stats["expiry_stops"] == 0 and stats["expiry_misses"] == 0
 
 
 @pytest.mark.soak
-@pytest.mark.parametrize("kind,window", [("topk", "count:300"), ("knn", "time:40")])
+@pytest.mark.parametrize("kind,window", [("topk", "count:150"), ("knn", "time:20")])
 def test_geonames_workload_stays_in_the_kernel(kind: str, window: str) -> None:
     """Real places, many subscriptions sharing keywords: one object sits in dozens of
-    buffers, so a pub's expiry and arrival hit the same subscriptions (merged rows)."""
-    cfg = WorkloadConfig(objects=1500, subscriptions=150, kind=kind, match="mix" if kind == "knn" else "any",
-                         sub_rate=0.5, unsub_rate=0.5, objects_per_step=10, seed=3, limit=3000)
+    buffers, so a pub's expiry and arrival hit the same subscriptions (merged rows).
+    The windows hold a quarter (count) or a third (time) of the objects: over 1000
+    expiry removals and 100 refills each."""
+    n = int(600 * SCALE)
+    cfg = WorkloadConfig(objects=n, subscriptions=n // 6, kind=kind, match="mix" if kind == "knn" else "any",
+                         sub_rate=0.5, unsub_rate=0.5, objects_per_step=10, seed=3, limit=2 * n)
     events = list(generate(cfg))
 
     class Once:  # compare wants streams; this one is fixed

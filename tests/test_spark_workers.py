@@ -180,10 +180,11 @@ def test_switches_with_rebalancing_and_adoptions_pending(skewed: str, restart: b
 
 # -- on Spark ------------------------------------------------------------------------------
 def _workload(path: Path) -> Path:
-    """The rebalancing tests' workload (the location planner puts it on one worker), 330 lines."""
+    """The rebalancing tests' workload (the location planner puts it on one worker), 330 lines
+    (with 240, the 2 -> 3 case under none made no migration after the switch)."""
     from test_spark_rebalance import _patch_workload
 
-    return _patch_workload(path, n_init=60, n_subs=30, n_objs=240)
+    return _patch_workload(path)
 
 
 def _files(out: Path) -> dict[str, str]:

@@ -62,7 +62,7 @@ def _counters(records: list[dict], window: str, **params) -> np.ndarray:
 
 @pytest.mark.parametrize("window", ["count:150", "none"])
 def test_every_pruning_rule_fires_and_results_stay_exact(window: str) -> None:
-    records = _stream(1, window=window)
+    records = _stream(1, n_subs=150, n_objs=300)  # each rule fires hundreds of times here
     compare(records, window, SPACE, engine_factory("igpt", grid=8, group=4), batches=False)
     c = _counters(records, window, grid=8, group=4)
     assert c[igpt.N_CELL] > 0, "Lemma 6 never skipped a cell"

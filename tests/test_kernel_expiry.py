@@ -27,7 +27,8 @@ def _run(streams, **params) -> dict[str, int]:
 @pytest.mark.parametrize("window", ["count", "time"])
 def test_random_windowed_streams_expire_and_refill_in_the_kernel(window: str) -> None:
     stats = _run([(random_stream(seed, windows=(window,)), seed) for seed in range(int(30 * SCALE))])
-    assert stats["expiry_removals"] > 200 and stats["refills"] > 50  # thousands and hundreds here, else this proves nothing
+    # thousands and hundreds here, else this proves nothing
+    assert stats["expiry_removals"] > 200 and stats["refills"] > 50
     assert stats["expiry_stops"] == 0 and stats["expiry_misses"] == 0
 
 

@@ -8,8 +8,6 @@ churn is exact.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
@@ -20,8 +18,8 @@ from skpubsub.index.aoiq import probe_room, probe_tokens
 from skpubsub.io.events import Pub, Sub
 from skpubsub.testing.conformance import compare_counting
 from skpubsub.testing.streams import Stream
+from skpubsub.testing.checks import SCALE  # SKPUBSUB_CONFORMANCE_SCALE: 3 for the soak's 1500 objects
 
-SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # 3 for the soak's 1500 objects
 SOAK = int(500 * SCALE)  # objects of the GeoNames soak runs (150 subscriptions per 500)
 
 

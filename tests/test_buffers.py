@@ -9,7 +9,6 @@ cost model (Skype Eqs. 9-13) trades buffer size against the re-evaluation's cost
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -21,8 +20,7 @@ from skpubsub.io.events import Pub, Sub
 from skpubsub.results.refill import cost, cost_ckqst
 from skpubsub.testing.conformance import compare, compare_counting, engine_factory
 from skpubsub.testing.streams import Stream, random_stream
-
-SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for the sizes of a soak run
+from skpubsub.testing.checks import SCALE  # SKPUBSUB_CONFORMANCE_SCALE: e.g. 4 for the sizes of a soak run
 
 
 @pytest.mark.parametrize("index", ["grid", "dkm"])

@@ -6,7 +6,6 @@ the plain path)."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -16,8 +15,7 @@ from skpubsub.io.events import Pub
 from skpubsub.store.objects import AliveStore, ObjectTable
 from skpubsub.testing.conformance import compare_counting
 from skpubsub.testing.streams import random_stream
-
-SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for a soak run
+from skpubsub.testing.checks import SCALE  # SKPUBSUB_CONFORMANCE_SCALE: e.g. 4 for a soak run
 
 
 def _run(streams, **params) -> dict[str, int]:

@@ -5,7 +5,6 @@ one missing after a snapshot, would drop true matches. Exact against the referen
 
 from __future__ import annotations
 
-import os
 import pickle
 
 import numpy as np
@@ -19,8 +18,7 @@ from skpubsub.index.probe import kw_bit, kw_sig
 from skpubsub.runtime.engines import make_engine
 from skpubsub.testing.conformance import compare, compare_counting, engine_factory
 from skpubsub.testing.streams import random_stream
-
-SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for a soak run
+from skpubsub.testing.checks import SCALE  # SKPUBSUB_CONFORMANCE_SCALE: e.g. 4 for a soak run
 
 
 @given(st.lists(st.integers(0, 2**31 - 1), max_size=12), st.lists(st.integers(0, 2**31 - 1), max_size=12))

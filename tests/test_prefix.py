@@ -9,7 +9,6 @@ workload the filter examines fewer candidates with identical results.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -23,8 +22,7 @@ from skpubsub.index.prefix import (NC, SIZES, class_token, post_tokens, prefix_b
 from skpubsub.core.scoring import object_weight, text_sim, unit_weights
 from skpubsub.testing.conformance import compare_counting, validate
 from skpubsub.testing.streams import Stream
-
-SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for a soak run
+from skpubsub.testing.checks import SCALE  # SKPUBSUB_CONFORMANCE_SCALE: e.g. 4 for a soak run
 
 
 def _bounds(weights, freq) -> np.ndarray:

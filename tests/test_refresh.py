@@ -3,12 +3,9 @@ keyword frequencies change (CompiledGrid.refresh): exact, and it does re-post.""
 
 from __future__ import annotations
 
-import os
-
 from skpubsub.testing.conformance import compare, engine_factory
 from skpubsub.testing.streams import random_stream
-
-SCALE = float(os.environ.get("SKPUBSUB_CONFORMANCE_SCALE", "1"))  # e.g. 4 for a soak run
+from skpubsub.testing.checks import SCALE  # SKPUBSUB_CONFORMANCE_SCALE: e.g. 4 for a soak run
 
 
 def test_reviewed_all_postings_stay_exact_and_do_move() -> None:

@@ -129,13 +129,13 @@ def test_removed_checkpoint_never_joins_old_batches(tmp_path: Path) -> None:
     s, events = _events(tmp_path, seed=11)
     out = tmp_path / "out"
     run_spark(events, out, window="count:5", space=s.space, workers=2, spark=spark, init_objects=5,
-              lines_per_batch=25)
-    with pytest.raises(ValueError, match="belongs to another run"):
+              lines_per_batch=30)  # batches 0-2; the new run has batch 0 only: an old one joined would show
+    with pytest.raises(ValueError, match="belongs to another run"):  # the Spark tests' one check of the refusal
         run_spark(events, out, window="count:3", space=s.space, workers=2, spark=spark, init_objects=5)
     import shutil
     shutil.rmtree(out / "_checkpoint")
     run_spark(events, out, window="count:3", space=s.space, workers=2, spark=spark, init_objects=5,
-              lines_per_batch=40)
+              lines_per_batch=100)
     ref = tmp_path / "ref"
     run(events, ref, window="count:3", space=s.space, index="reference")
     for f in ("notifications.jsonl", "rejected.jsonl"):
@@ -167,7 +167,8 @@ def test_a_failing_task_is_one_line_and_the_rerun_resumes(tmp_path: Path) -> Non
     s, events = _events(tmp_path, seed=11)
     out = tmp_path / "out"
     args = ["run", str(events), "--out", str(out), "--engine", "spark", "--workers", "2", "--master", "local[2]",
-            "--window", "count:5", "--space", str(s.space), "--init-objects", "5", "--lines-per-batch", "10"]
+            "--window", "count:5", "--space", str(s.space), "--init-objects", "5",
+            "--lines-per-batch", "25"]  # 69 lines, 3 batches: the second fails, the rerun does two
     p = subprocess.Popen([sys.executable, "-m", "skpubsub", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True, env={**os.environ, "SKPUBSUB_PROGRESS": "0"})
     deadline = time.monotonic() + 600

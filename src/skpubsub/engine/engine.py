@@ -25,11 +25,12 @@ from ..core.vocab import Vocabulary
 from ..index.registry import check_parameters, make_index
 from ..io.events import RANGE, Event, Pub, PubBlock, Sub, SubBlock, Unsub, events_of
 from ..io.notifications import Change, Match, NoteBatch, Notification
-from ..results.kbest import insert_newest, remove
+from ..results.kbest import remove
 from ..results.refill import POOL, refill_of
 from ..store.objects import AliveStore, ObjectTable, PubColumns
-from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable, any_given
+from ..store.subscriptions import K_RANGE, SubTable, any_given
 from .messages import Adopt, Backfill, Drop, Tick
+from .verify import verify
 
 
 # Unheld keywords kept known before they are forgotten at once (Vocabulary ``slack``): a
@@ -333,12 +334,7 @@ class Engine:
             for pub in sorted(ev.held, key=lambda p: p.seq):
                 o = self.add_object(pub)
                 self.stats["objects"] -= 1  # not a publication here
-                kw_arr = self.objs.keywords(o)
-                if len(self._mark) < len(self.vocab):
-                    self._mark = np.zeros(2 * len(self.vocab), dtype=np.bool_)
-                self._mark[kw_arr] = True
-                self._verify(o, pub.x, pub.y, kw_arr, one)
-                self._mark[kw_arr] = False
+                verify(self, o, pub.x, pub.y, self.objs.keywords(o), one)
                 self._unref.add(o)
         self.clock.subscribe(sub.expires, sub.seq, s)
         self._old.clear()  # silent: its subscriber saw these results already
@@ -482,88 +478,8 @@ class Engine:
         cand = self.index.candidates(ev.x, ev.y, kw_arr)
         self.stats["candidates"] += len(cand)
         if len(cand):
-            if len(self._mark) < len(self.vocab):
-                self._mark = np.zeros(2 * len(self.vocab), dtype=np.bool_)
-            self._mark[kw_arr] = True  # O(1) "keyword in object" lookups while verifying
-            self._verify(o, ev.x, ev.y, kw_arr, cand)
-            self._mark[kw_arr] = False
+            verify(self, o, ev.x, ev.y, kw_arr, cand)
         self._unref.add(o)
-
-    def _verify(self, o: int, x: float, y: float, kw_arr: np.ndarray, cand: np.ndarray) -> None:
-        """Filter candidates with vectorised predicates, then update the few that pass."""
-        c, t = self.subs.cols, self.subs
-        kind = c.kind[cand]
-        ok = self._keywords_ok(cand)
-        rng = kind == K_RANGE
-        inside = (c.rx1[cand] <= x) & (x <= c.rx2[cand]) & (c.ry1[cand] <= y) & (y <= c.ry2[cand])
-        for s in cand[rng & ok & inside].tolist():
-            self._matches.append((s, o))
-        ranked = ~rng & ok
-        if not ranked.any():
-            self.stats["affected"] += int((rng & ok & inside).sum())
-            return
-        cs = cand[ranked]
-        dx = x - c.x[cs]
-        dy = y - c.y[cs]
-        d2 = dx * dx + dy * dy  # scoring.dist2
-        key = d2.copy()
-        top = c.kind[cs] == K_TOPK
-        if top.any():
-            ts = cs[top]
-            wo = self.objs.cols.wo[o]
-            tsim = self._text_sim(ts, wo)
-            alpha = c.alpha[ts]
-            ssim = np.maximum(0.0, 1.0 - np.sqrt(d2[top]) / self.maxdist)
-            key[top] = -(alpha * ssim + (1.0 - alpha) * tsim)  # scoring.topk_key
-        enter = key <= c.kth[cs]
-        self.stats["affected"] += int((rng & ok & inside).sum()) + int(enter.sum())
-        orec = self.objs.cols.records
-        for s, k in zip(cs[enter].tolist(), key[enter].tolist()):
-            self._touch(s)
-            self._take(s, o)
-            n0 = int(c.res_n[s])
-            dropped = insert_newest(t, orec, s, o, k)
-            self.stats["evictions"] += n0 + 1 - int(c.res_n[s]) - (dropped >= 0)
-            if dropped >= 0:
-                self._unref.add(dropped)
-            self.index.update(s)
-
-    def _keywords_ok(self, cand: np.ndarray) -> np.ndarray:
-        """Keyword predicate: ``all`` subs need every keyword in the object; ``any`` subs hold
-        by construction (found under a shared keyword); top-k subs are checked for one shared
-        keyword (igpt's pruning offers slots by cell, not only by keyword)."""
-        c = self.subs.cols
-        ok = np.ones(len(cand), dtype=np.bool_)
-        kind = c.kind[cand]
-        need = c.match_all[cand] & (c.kw_len[cand] > 1)
-        if need.any():
-            ok[need] = self._carried(cand[need], every=True)
-        top = kind == K_TOPK
-        if top.any():
-            ok[top] = self._carried(cand[top], every=False)
-        return ok
-
-    def _carried(self, slots: np.ndarray, every: bool) -> np.ndarray:
-        """Per slot: does the object being verified (``_mark``) carry every / one of its keywords?"""
-        c, pool = self.subs.cols, self.subs.kw.id
-        off, ln = c.kw_off[slots], c.kw_len[slots]
-        got = np.full(len(slots), every, dtype=np.bool_)
-        for j in range(int(ln.max())):
-            has = j < ln
-            carried = self._mark[pool[off + np.minimum(j, ln - 1)]]
-            got = got & (~has | carried) if every else got | (has & carried)
-        return got
-
-    def _text_sim(self, ts: np.ndarray, wo: float) -> np.ndarray:
-        """scoring.text_sim vectorised: summed over each sub's keywords in order."""
-        c, pool = self.subs.cols, self.subs.kw
-        off, ln = c.kw_off[ts], c.kw_len[ts]
-        tsim = np.zeros(len(ts))
-        for j in range(int(ln.max())):
-            idx = off + np.minimum(j, ln - 1)
-            shared = (j < ln) & self._mark[pool.id[idx]]
-            tsim = tsim + np.where(shared, pool.ws[idx] * wo, 0.0)
-        return tsim
 
     def _expire_objects(self, gone: list[int]) -> None:
         """Objects leave the window and the buffers that held them; a buffer left with
@@ -636,67 +552,10 @@ class Engine:
         return self.index.nbytes + self.subs.nbytes + self.objs.nbytes
 
     def _check(self) -> None:
-        """Invariants: the containers' own (subscription and object tables, alive postings),
-        results ranked, kth consistent, refcounts match, no object kept that is neither
-        alive nor held, index exact."""
-        self.subs._check()
-        self.objs._check()
-        self.alive._check()  # under ``none`` nothing is alive: the store must be empty
-        c, oc = self.subs.cols, self.objs.cols
-        refs = np.zeros(oc.capacity, dtype=np.int64)
-        for s in np.flatnonzero(c.active[: c.top]).tolist():
-            if c.kind[s] == K_RANGE:
-                continue
-            off, n, k = int(c.res_off[s]), int(c.res_n[s]), int(c.k[s])
-            keys = self.subs.res.key[off:off + n]
-            objs = self.subs.res.obj[off:off + n]
-            assert n <= c.kb[s] and k <= c.kb[s]
-            assert n >= k or c.complete[s], "buffer short of k but not known complete"
-            assert np.all(np.diff(keys) >= 0), "result not ranked"
-            seqs = oc.seq[objs]
-            assert np.all((np.diff(keys) > 0) | (np.diff(seqs) < 0)), "ties not newest first"
-            if c.complete[s]:
-                assert c.kth[s] == math.inf and n < c.kb[s], "a complete buffer admits everything"
-                assert self.subs.policy == B_KMAX or n < k, "a k-skyband of k takes a threshold"
-            elif n:
-                assert c.kth[s] >= keys[-1], "entry rule below the buffer's last entry"
-                assert n < c.kb[s] or c.kth[s] == keys[-1], "a full buffer admits only what beats its last"
-            dom = self.subs.res.dom[off:off + n]
-            if self.subs.policy == B_KMAX:
-                assert not dom.any()
-            else:
-                hi, lo = oc.expiry[objs], oc.expiry_lo[objs]  # exact pairs (kbest.later)
-                for j in range(n):  # its dominators: ranked before it, leaving no earlier
-                    ge = (hi[:j] > hi[j]) | ((hi[:j] == hi[j]) & (lo[:j] >= lo[j]))
-                    assert dom[j] == int(ge.sum()) < k, "dominance count wrong"
-            np.add.at(refs, objs, 1)
-            if self.window.retains:
-                assert oc.alive[objs].all(), "result holds a dead object"
-        assert np.array_equal(refs[: oc.top], oc.refs[: oc.top]), "refcounts drifted"
-        in_use = np.ones(oc.top, dtype=np.bool_)
-        in_use[np.asarray(oc._free, dtype=np.int64)] = False
-        # keyword holders: every object slot in use and every active subscription (SPEC 6)
-        v = self.vocab
-        v._check()
-        if self.objs.keep_words:  # each id an object has is one of its words' or a placeholder (``add_run``)
-            held_for_good = set(v.placeholders(0).tolist())
-            for o in np.flatnonzero(in_use).tolist():
-                ids = self.objs.keywords(o).tolist()
-                assert {v.words[i] for i in ids if i not in held_for_good} <= set(self.objs.words[o]), \
-                    ("an object's keyword id not of its words", o)
-        live = np.flatnonzero(c.active[: c.top])
-        held = np.concatenate([self.objs.keywords_csr(np.flatnonzero(in_use))[1],
-                               *[self.subs.kw.id[int(c.kw_off[s]):int(c.kw_off[s]) + int(c.kw_len[s])]
-                                 for s in live.tolist()]]).astype(np.int64)
-        held = np.concatenate([held, *[u.astype(np.int64) for u in self._unheld],  # released at apply's end
-                               v.placeholders(0)])  # held for good
-        want = np.bincount(held, minlength=len(v))[: len(v)]
-        for h in self._held:  # counted at apply's end
-            np.subtract.at(want, np.asarray(h, dtype=np.int64), 1)
-        assert np.array_equal(want, v.refs[: len(v)]), "keyword references drifted"
-        kept = in_use & ~oc.alive[: oc.top] & (oc.refs[: oc.top] == 0)
-        assert not kept.any(), ("object slots neither alive nor held (leaked)", np.flatnonzero(kept)[:5])
-        self.index._check()
+        """The engine's invariants (:mod:`.invariants`); the tests' structural oracle."""
+        from .invariants import check
+
+        check(self)
 
 
 LO_MAX = 2 ** 31 - 1  # the int32 ``expiry_lo`` column's range (``Engine._lives``)

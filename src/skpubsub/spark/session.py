@@ -186,11 +186,10 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
     spark = spark.getOrCreate()
     if main and before is not None:
         signal.signal(signal.SIGINT, before)  # PySpark's own handler undone (_QuietPy4J)
-    if not verbose():
-        _QuietPy4J.install()
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))
     if not verbose():  # a failed task or query reaches the user as one line (pipeline.describe_failure),
-        spark.sparkContext.setLogLevel("OFF")  # not as the JVM's ERROR lines and stack traces on stderr
+        _QuietPy4J.install()  # not as Py4J's log records
+        spark.sparkContext.setLogLevel("OFF")  # or the JVM's ERROR lines and stack traces on stderr
     from .source import EventSource
 
     spark.dataSource.register(EventSource)

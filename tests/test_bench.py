@@ -268,3 +268,26 @@ def test_baseline_events(tmp_path, capsys):
     assert "leaves the baseline no objects" in capsys.readouterr().err
     assert main(["bench", str(events), "--baseline-events", "0"]) == 2
     assert "--baseline-events" in capsys.readouterr().err
+
+
+def test_bench_gate_admits_what_run_admits(tmp_path):
+    """``skpubsub bench gate``: the Gate alone; its counts are ``run``'s on the same file
+    (junk lines, every kind of event, a window)."""
+    from skpubsub.testing.streams import random_stream
+
+    lines = []
+    for seed in range(40):
+        lines += [json.dumps(r) if isinstance(r, dict) else str(r) for r in random_stream(seed).events]
+    lines[5:5] = ["not json", "{\"op\": \"sub\"", ""]
+    ev = tmp_path / "ev.jsonl"
+    ev.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "r.json"
+    assert main(["bench", "gate", str(ev), "--window", "count:7", "--repeat", "2", "--json", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert len(rep["cpu_s"]) == 2 and rep["lines"] == len(lines)
+    assert main(["run", str(ev), "--window", "count:7", "--out", str(tmp_path / "run")]) == 0
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    want = {**m["accepted"], **{f"rejected {k}": v for k, v in m["rejected"].items()}}
+    got = {k: v for k, v in rep["counts"].items() if k != "blocks as columns"}
+    assert got == want and m["rejected"] and len(m["accepted"]) >= 4
+    assert main(["bench", "gate", str(tmp_path / "none.jsonl")]) == 2

@@ -1,4 +1,4 @@
-"""``skpubsub bench`` and its modes (partition, spark, sequencer): their flags (added to the main
+"""``skpubsub bench`` and its modes (partition, spark, sequencer, gate): their flags (added to the main
 parser by :mod:`skpubsub.cli`) and their runs."""
 
 from __future__ import annotations
@@ -11,23 +11,26 @@ from ..cli_common import (UsageError, add_spark_args, add_workload_shape_args, c
 from ..index.registry import unknown_index
 from ..runtime.engines import DEFAULT_INDEX, known_indexes
 
-MODES = ("partition", "spark", "sequencer")  # `bench MODE ...` is the subcommand bench-MODE
+MODES = ("partition", "spark", "sequencer", "gate")  # `bench MODE ...` is the subcommand bench-MODE
 
 
 def as_subcommand(args: list[str]) -> list[str]:
     """``bench MODE ...`` as ``bench-MODE ...``: the planners, Spark against the local runtime, the
-    Spark sequencer alone (an events file of one of these names: ./partition, ./spark, ./sequencer)."""
+    Spark sequencer alone, the Gate alone (an events file of one of these names: ./partition, ./spark,
+    ./sequencer, ./gate)."""
     if args[:1] == ["bench"] and args[1:2] and args[1] in MODES:
         return [f"bench-{args[1]}", *args[2:]]
     return args
 
 
 def add_parsers(sp) -> None:
-    """``bench``, ``bench-partition``, ``bench-spark``, ``bench-sequencer``, in this order (``--help``)."""
+    """``bench``, ``bench-partition``, ``bench-spark``, ``bench-sequencer``, ``bench-gate``, in this
+    order (``--help``)."""
     _add_bench(sp)
     _add_bench_partition(sp)
     _add_bench_spark(sp)
     _add_bench_sequencer(sp)
+    _add_bench_gate(sp)
 
 
 def cmd_bench(a: argparse.Namespace) -> int:
@@ -122,8 +125,6 @@ def cmd_bench_spark(a: argparse.Namespace) -> int:
 
 def cmd_bench_sequencer(a: argparse.Namespace) -> int:
     """The Spark runtime's sequencer alone (no Spark session) on one event file."""
-    import json
-
     from .sequencer import bench_sequencer, format_report
 
     if not Path(a.events).is_file():
@@ -132,6 +133,24 @@ def cmd_bench_sequencer(a: argparse.Namespace) -> int:
         raise UsageError("--lines-per-batch and --workers must be >= 1, --init-objects >= 0")
     rep = bench_sequencer(Path(a.events), a.window, a.space, a.workers, a.partitioner, a.init_objects,
                           a.lines_per_batch, a.repeat)
+    return _report(a, rep, format_report)
+
+
+def cmd_bench_gate(a: argparse.Namespace) -> int:
+    """The Gate alone (no engine) on one event file, as ``run`` feeds it."""
+    from .gate import bench_gate, format_report
+
+    if not Path(a.events).is_file():
+        raise UsageError(f"no such events file: {a.events}")
+    if a.repeat < 1:
+        raise UsageError(f"--repeat must be >= 1, got {a.repeat}")
+    return _report(a, bench_gate(Path(a.events), a.window, a.space, a.repeat), format_report)
+
+
+def _report(a: argparse.Namespace, rep: dict, format_report) -> int:
+    """Print a one-file mode's report; with --json, write it too."""
+    import json
+
     print(format_report(rep))
     if a.json:
         Path(a.json).write_text(json.dumps(rep, indent=1) + "\n")
@@ -254,3 +273,17 @@ def _add_bench_sequencer(sp) -> None:
     q.add_argument("--repeat", type=int, default=3, help="fresh runs; the median is reported")
     q.add_argument("--json", default=None, help="also write the report to this file")
     q.set_defaults(func=cmd_bench_sequencer)
+
+
+def _add_bench_gate(sp) -> None:
+    q = _add_mode(sp, "gate", "the Gate alone, no engine",
+                  "Reads EVENTS into blocks as `run` does (not timed), then admits them through a "
+                  "fresh Gate (validation, the id and keyword checks, columns) --repeat times; "
+                  "reports the CPU time per line and the events and rejections by kind "
+                  "(equal counts: equal verdicts).")
+    q.add_argument("events")
+    q.add_argument("--window", default=env("window", "none"))
+    q.add_argument("--space", default=env("space", "-180,-90,180,90"))
+    q.add_argument("--repeat", type=int, default=3, help="fresh Gates; the median is reported")
+    q.add_argument("--json", default=None, help="also write the report to this file")
+    q.set_defaults(func=cmd_bench_gate)

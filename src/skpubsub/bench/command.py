@@ -257,33 +257,33 @@ def _add_bench_spark(sp) -> None:
 
 
 def _add_bench_sequencer(sp) -> None:
-    q = _add_mode(sp, "sequencer", "the Spark runtime's sequencer alone, no Spark",
-                  "Feeds EVENTS through the Spark runtime's sequencer (Gate, O_init, plan, "
-                  "dispatcher, rows) as the streaming source does, in batches of "
-                  "--lines-per-batch lines, without Spark; reports the CPU time of the feeds "
-                  "per line and a SHA-256 of the rows (equal digests: equal rows).")
-    q.add_argument("events")
-    q.add_argument("--window", default=env("window", "none"))
-    q.add_argument("--space", default=env("space", "-180,-90,180,90"))
+    q = _add_file_mode(sp, "sequencer", "the Spark runtime's sequencer alone, no Spark",
+                       "Feeds EVENTS through the Spark runtime's sequencer (Gate, O_init, plan, "
+                       "dispatcher, rows) as the streaming source does, in batches of "
+                       "--lines-per-batch lines, without Spark; reports the CPU time of the feeds "
+                       "per line and a SHA-256 of the rows (equal digests: equal rows).", cmd_bench_sequencer, "fresh runs")
     q.add_argument("--workers", type=int, default=2)
     q.add_argument("--partitioner", default="hash",
                    help="a planner, as `run` takes (default: hash, as `run --engine spark`)")
     q.add_argument("--init-objects", type=int, default=1000)
     q.add_argument("--lines-per-batch", type=int, default=10_000)
-    q.add_argument("--repeat", type=int, default=3, help="fresh runs; the median is reported")
-    q.add_argument("--json", default=None, help="also write the report to this file")
-    q.set_defaults(func=cmd_bench_sequencer)
 
 
 def _add_bench_gate(sp) -> None:
-    q = _add_mode(sp, "gate", "the Gate alone, no engine",
-                  "Reads EVENTS into blocks as `run` does (not timed), then admits them through a "
-                  "fresh Gate (validation, the id and keyword checks, columns) --repeat times; "
-                  "reports the CPU time per line and the events and rejections by kind "
-                  "(equal counts: equal verdicts).")
+    _add_file_mode(sp, "gate", "the Gate alone, no engine",
+                   "Reads EVENTS into blocks as `run` does (not timed), then admits them through a "
+                   "fresh Gate (validation, the id and keyword checks, columns) --repeat times; "
+                   "reports the CPU time per line and the events and rejections by kind "
+                   "(equal counts: equal verdicts).", cmd_bench_gate, "fresh Gates")
+
+
+def _add_file_mode(sp, mode: str, help: str, description: str, func, repeats: str) -> argparse.ArgumentParser:
+    """A mode over one EVENTS file: its window and space, --repeat runs (the median), --json."""
+    q = _add_mode(sp, mode, help, description)
     q.add_argument("events")
     q.add_argument("--window", default=env("window", "none"))
     q.add_argument("--space", default=env("space", "-180,-90,180,90"))
-    q.add_argument("--repeat", type=int, default=3, help="fresh Gates; the median is reported")
+    q.add_argument("--repeat", type=int, default=3, help=f"{repeats}; the median is reported")
     q.add_argument("--json", default=None, help="also write the report to this file")
-    q.set_defaults(func=cmd_bench_gate)
+    q.set_defaults(func=func)
+    return q

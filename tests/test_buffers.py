@@ -45,7 +45,7 @@ def test_geonames_topk_workload_is_exact(buffer: str) -> None:
     events = list(generate(cfg))
     s = Stream("count:200", None, events, [False] * len(events))
     for index in ("grid", "dkm"):
-        stats = compare_counting([(s, 2)], index, buffer=buffer)
+        stats = compare_counting([(s, 2)], index, check_every_event=False, buffer=buffer)
         assert stats["refills"] > 10
         assert (stats["evictions"] > 100) == (buffer != "kmax")
 

@@ -22,6 +22,6 @@ class _Fixed:  # compare wants streams; this one is fixed
 def test_candidates_rejected_by_place_or_keywords_as_the_reference(kind, match, index):
     cfg = WorkloadConfig(objects=300, subscriptions=250, kind=kind, match=match, sub_rate=2.0, unsub_rate=0.5,
                          objects_per_step=20, seed=5, limit=3000, sub_keywords=3)
-    stats = compare_counting([(_Fixed(list(generate(cfg)), "count:250"), 2)], index)
+    stats = compare_counting([(_Fixed(list(generate(cfg)), "count:250"), 2)], index, check_every_event=False)
     # rejections happened: over 1800 candidates here are no match, 4000+ are
     assert stats["affected"] > 2000 and stats["candidates"] - stats["affected"] > 1000

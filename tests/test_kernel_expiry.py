@@ -47,7 +47,7 @@ def test_geonames_workload_stays_in_the_kernel(kind: str, window: str) -> None:
 
     s = Once()
     s.events, s.window, s.space = events, window, None
-    stats = _run([(s, 1)])
+    stats = _run([(s, 1)], check_every_event=False)
     assert stats["expiry_removals"] > 500 and stats["refills"] > 20
     assert stats["expiry_stops"] == 0 and stats["expiry_misses"] == 0
 

@@ -9,7 +9,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from skpubsub.bench.workload import WorkloadConfig, generate
@@ -117,5 +117,5 @@ def test_geonames_all_subscriptions_with_expiries_as_the_reference(window: str) 
 
     s = Once()
     s.events, s.window, s.space = list(generate(cfg)), window, None
-    stats = compare_counting([(s, 1)], "auto")
+    stats = compare_counting([(s, 1)], "auto", check_every_event=False)
     assert stats["refills"] > 20 and stats["expiry_removals"] > 200

@@ -261,7 +261,8 @@ def _add_bench_sequencer(sp) -> None:
                        "Feeds EVENTS through the Spark runtime's sequencer (Gate, O_init, plan, "
                        "dispatcher, rows) as the streaming source does, in batches of "
                        "--lines-per-batch lines, without Spark; reports the CPU time of the feeds "
-                       "per line and a SHA-256 of the rows (equal digests: equal rows).", cmd_bench_sequencer, "fresh runs")
+                       "per line and a SHA-256 of the rows (equal digests: equal rows).",
+                       cmd_bench_sequencer, "fresh runs")
     q.add_argument("--workers", type=int, default=2)
     q.add_argument("--partitioner", default="hash",
                    help="a planner, as `run` takes (default: hash, as `run --engine spark`)")

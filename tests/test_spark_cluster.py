@@ -136,3 +136,37 @@ def test_conf_flags_are_parsed() -> None:
         with pytest.raises(ValueError, match="key=value"):
             parse_conf(bad)
 
+
+
+def test_a_master_page_that_is_not_up_yet_is_waited_for() -> None:
+    """CI (stop 31): the master's web UI answered before its page had a body, and the JSON
+    error ended `bench spark --cluster 2`. A real HTTP server: empty, then not JSON, then the page."""
+    import http.server
+    import threading
+
+    from skpubsub.spark import cluster
+
+    bodies = [b"", b"<html>starting</html>", b'{"aliveworkers": 2}']
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = bodies.pop(0) if len(bodies) > 1 else bodies[0]
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert cluster._status(port) is None
+        assert cluster._status(port) is None
+        assert cluster._status(port) == {"aliveworkers": 2}
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert cluster._status(port) is None  # nothing listening

@@ -117,6 +117,21 @@ def test_nonsense_flags_are_usage_errors(tmp_path: Path) -> None:
     assert not (tmp_path / "o" / "notifications.jsonl").exists()
 
 
+def test_a_jvm_that_cannot_start_is_one_line_with_its_reason(tmp_path: Path) -> None:
+    """The driver JVM writes to a log, not on our stderr (session._launch): when it cannot
+    start, its own words come in our one line."""
+    import os
+
+    _, events = _events(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "skpubsub", "run", str(events), "--out", str(tmp_path / "o"),
+                        "--engine", "spark"], capture_output=True, text=True,
+                       env={**os.environ, "SKPUBSUB_DRIVER_MEMORY": "6gx", "SKPUBSUB_VERBOSE": "0"})
+    assert r.returncode == 1 and r.stderr.splitlines() == [
+        "skpubsub: error: Spark did not start: [JAVA_GATEWAY_EXITED] Java gateway process exited before sending "
+        "its port number; the JVM said: Invalid maximum heap size: -Xmx6gx; Error: Could not create the Java "
+        "Virtual Machine."], r.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("spark")
 def test_removed_checkpoint_never_joins_old_batches(tmp_path: Path) -> None:
@@ -145,9 +160,6 @@ def test_removed_checkpoint_never_joins_old_batches(tmp_path: Path) -> None:
         sorted((ref / "results.jsonl").read_text().splitlines(), key=key)
     assert len(list((out / "batches").iterdir())) == 1  # the old run's folder is gone
     assert Counter(p.suffix for p in (out / "_checkpoint").rglob("*.pkl")) == Counter()
-
-
-JVM_MODULE_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector"  # the JVM's, before any logging
 
 
 @pytest.mark.slow
@@ -181,7 +193,7 @@ def test_a_failing_task_is_one_line_and_the_rerun_resumes(tmp_path: Path) -> Non
     folder.rename(folder.with_name(folder.name + ".aside"))
     folder.write_text("not a folder\n")
     _, err = p.communicate(timeout=600)
-    lines = [x for x in err.splitlines() if x.strip() and x != JVM_MODULE_WARNING]
+    lines = err.splitlines()  # the JVM's own lines (its module warning too) go to its log: session._launch
     assert p.returncode == 1 and len(lines) == 1, err[-5000:]
     assert lines[0].startswith(f"skpubsub: error: Spark run failed: FileExistsError: [Errno 17] File exists: "
                                f"'{folder}'; the checkpoint {out / '_checkpoint'} keeps"), lines

@@ -222,7 +222,7 @@ def _run_on_spark(events: Path, out: Path, window: Window, space: Space, workers
     """One Spark run in a session of its own (stopped after its memory is read): (metrics, memory)."""
     from pyspark import SparkContext
 
-    from ..spark.pipeline import describe_failure, run_spark, spark_errors
+    from ..spark.pipeline import describe_failure, run_spark, spark_errors, start_failure
     from ..spark.session import SparkFailure, spark_session
 
     shutil.rmtree(out, ignore_errors=True)
@@ -230,7 +230,7 @@ def _run_on_spark(events: Path, out: Path, window: Window, space: Space, workers
     try:
         spark = spark_session(master, workers, conf=spark_conf)
     except spark_errors() as exc:
-        raise SparkFailure(f"Spark did not start: {describe_failure(exc)}") from None
+        raise start_failure(exc) from None
     try:
         mem = PeakMemory(spark)
         try:

@@ -71,9 +71,15 @@ def _alive(proc: dict) -> bool:
     return not cmd or f"org.apache.spark.deploy.{proc['role'].lower()}.{proc['role']}".encode() in cmd
 
 
-def _status(ui: int) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
-        return json.loads(r.read())
+def _status(ui: int) -> dict | None:
+    """The master's /json/ page; None while it is not up (not listening yet, or listening
+    with an empty page: CI saw that, stop 31)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
+            info = json.loads(r.read())
+    except (OSError, ValueError):
+        return None
+    return info if isinstance(info, dict) else None
 
 
 def read_state(directory: Path) -> dict | None:
@@ -107,14 +113,12 @@ def start(directory: Path | None = None, workers: int = 2, cores: int = 1, memor
     (d / STATE).write_text(json.dumps(st))
     deadline = time.monotonic() + timeout
     while True:  # the master first: workers that come too early retry slowly
-        try:
-            _status(ui)
+        if _status(ui) is not None:
             break
-        except OSError:
-            if time.monotonic() > deadline or not _alive(procs[0]):
-                stop(d)
-                raise ValueError(f"the Spark master did not start; see {d / 'master.log'}") from None
-            time.sleep(0.3)
+        if time.monotonic() > deadline or not _alive(procs[0]):
+            stop(d)
+            raise ValueError(f"the Spark master did not start; see {d / 'master.log'}")
+        time.sleep(0.3)
     for i in range(workers):
         wd = d / f"worker-{i}"
         wd.mkdir(exist_ok=True)
@@ -123,8 +127,8 @@ def start(directory: Path | None = None, workers: int = 2, cores: int = 1, memor
         (d / STATE).write_text(json.dumps(st))
     while True:
         try:
-            alive = int(_status(ui).get("aliveworkers", 0))
-        except (OSError, ValueError):
+            alive = int((_status(ui) or {}).get("aliveworkers", 0))
+        except (TypeError, ValueError):
             alive = 0
         if alive >= workers:
             return st
@@ -164,9 +168,6 @@ def status(directory: Path | None = None) -> dict | None:
     st = read_state(d)
     if st is None or not any(_alive(p) for p in st["procs"]):
         return None
-    try:
-        info = _status(st["ui"])
-    except (OSError, ValueError):
-        info = {}
+    info = _status(st["ui"]) or {}
     return {**st, "aliveworkers": info.get("aliveworkers"), "cores": info.get("cores"),
             "alive": [p["pid"] for p in st["procs"] if _alive(p)]}

@@ -32,7 +32,7 @@ from ..partition.stats import Statistics
 from ..runtime.engines import DEFAULT_INDEX
 from .formats import is_tabular, to_jsonl
 from .fs import Loc
-from .session import SparkFailure
+from .session import SparkFailure, jvm_said
 from .sink import assemble, batch_dir, clear_other_runs, record_batch
 from .statefile import read_stats, write_stats
 from .worker import OUTPUT_SCHEMA
@@ -477,6 +477,14 @@ def _python_cause(text: str) -> str | None:
     return None
 
 
+def start_failure(exc: BaseException) -> SparkFailure:
+    """Spark did not start: PySpark's reason, and the driver JVM's own words when they went
+    to its log (session._launch)."""
+    why, said = describe_failure(exc), jvm_said()
+    return SparkFailure(f"Spark did not start: {why.rstrip('.')}; the JVM said: {said}" if said else
+                        f"Spark did not start: {why}")
+
+
 def describe_failure(exc: BaseException) -> str:
     """One line for a Spark failure: the innermost Python exception's message when a Python
     worker (or the sink) raised, else the innermost Spark/Java error's class and message."""
@@ -586,7 +594,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     try:
         spark = spark or spark_session(master, workers, conf=spark_conf)
     except spark_errors() as exc:
-        raise SparkFailure(f"Spark did not start: {describe_failure(exc)}") from None
+        raise start_failure(exc) from None
     try:
         return _stream(spark, source, out, checkpoint, config, window, space, index, index_params, once,
                        timeout, trigger_seconds, lines_per_batch, lines_per_second, snapshot_every, workers,

@@ -38,7 +38,7 @@ from typing import Any
 
 from ..core.config import Space, Window
 from ..engine.messages import Adopt, Drop, Export, Tick
-from ..io.events import BLOCKS, Pub, Rejection, Sub, SubBlock
+from ..io.events import BLOCKS, Pub, Rejection, Sub
 from ..io.validate import Gate
 from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics

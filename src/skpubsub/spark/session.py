@@ -65,10 +65,10 @@ def verbose() -> bool:
     return os.environ.get("SKPUBSUB_VERBOSE", "") not in ("", "0")
 
 
-def _quiet_files() -> tuple[str, str]:
-    """(log4j2 configuration, Python wrapper) in a private temporary folder, written once
-    per process: the wrapper runs this Python, with stdout dropped for QUIET_MODULES (they
-    talk to the JVM over a socket, never stdout)."""
+def _quiet_files() -> tuple[str, str, str]:
+    """(log4j2 configuration, Python wrapper, the driver JVM's log) in a private temporary
+    folder, written once per process: the wrapper runs this Python, with stdout dropped for
+    QUIET_MODULES (they talk to the JVM over a socket, never stdout)."""
     d = tempfile.mkdtemp(prefix="skpubsub-spark-")
     atexit.register(shutil.rmtree, d, True)  # registered before PySpark's own exit hook: runs after it
     log4j = os.path.join(d, "log4j2.properties")
@@ -80,10 +80,48 @@ def _quiet_files() -> tuple[str, str]:
         f.write(f'#!/bin/sh\ncase "$1 $2" in\n  {cases}) exec "{sys.executable}" "$@" >/dev/null ;;\nesac\n'
                 f'exec "{sys.executable}" "$@"\n')
     os.chmod(wrapper, 0o755)
-    return log4j, wrapper
+    return log4j, wrapper, os.path.join(d, "jvm.log")
 
 
-_QUIET: tuple[str, str] | None = None
+_QUIET: tuple[str, str, str] | None = None
+
+
+def _launch(builder, log: str | None):
+    """``builder.getOrCreate()``; with ``log``, the driver JVM it launches (and the Python
+    workers that JVM starts) write their stdout and stderr there, not on ours. Its uncaught
+    exceptions are printed by the JVM itself, past any log level: CI (stop 31) saw a stream
+    thread's StackOverflowError trace after a Ctrl-C's one line, and every run began with
+    "WARNING: Using incubator modules". PySpark's launcher takes no streams for the JVM from
+    here, so it inherits fds 1 and 2, pointed at ``log`` while it starts."""
+    if log is None:
+        return builder.getOrCreate()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        return builder.getOrCreate()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def jvm_said() -> str:
+    """The start of the driver JVM's log, on one line ("" when empty, or when the JVM writes
+    to our stderr: --verbose), for an error saying why Spark did not start (a bad --conf or
+    driver memory, no Java)."""
+    if _QUIET is None or not os.path.exists(_QUIET[2]):
+        return ""
+    with open(_QUIET[2], "rb") as f:
+        lines = [x.strip() for x in f.read(8192).decode("utf-8", "replace").splitlines()]
+    lines = [x for x in lines if x and not x.startswith(("WARNING: Using incubator modules", "at "))]
+    return "; ".join(lines[:2])
 
 
 def parse_conf(pairs: list[str] | None, executor_memory: str | None = None,
@@ -183,7 +221,10 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
         spark = spark.config(k, v)
     main = threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGINT) if main else None
-    spark = spark.getOrCreate()
+    from pyspark import SparkContext
+
+    launches = quiet and _QUIET is not None and SparkContext._gateway is None  # a JVM to start
+    spark = _launch(spark, _QUIET[2] if launches else None)
     if main and before is not None:
         signal.signal(signal.SIGINT, before)  # PySpark's own handler undone (_QuietPy4J)
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))

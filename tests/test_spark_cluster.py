@@ -74,6 +74,10 @@ def test_a_two_worker_cluster_survives_a_lost_worker(tmp_path: Path) -> None:
             os.killpg(p.pid, signal.SIGINT)  # the command stops its cluster on Ctrl-C
             p.communicate(timeout=120)
     assert p.returncode == 0, err[-3000:]
+    # quiet by default (issue 21 item 7), even past a lost worker: no Py4J, worker or JVM line
+    for chatter in ("Traceback", "Py4J", "py4j", "TransformWithStateInPandas", "Setting default log level", " WARN ",
+                    "ERROR", "Exception"):
+        assert chatter not in err, err[-3000:]
     for f in ("results.jsonl", "notifications.jsonl", "rejected.jsonl"):
         assert (out / f).read_text() == (tmp_path / "ref" / f).read_text(), f
     assert cluster.status(d) is None and not any(cluster._alive(q) for q in st["procs"])

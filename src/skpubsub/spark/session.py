@@ -120,7 +120,8 @@ def jvm_said() -> str:
         return ""
     with open(_QUIET[2], "rb") as f:
         lines = [x.strip() for x in f.read(8192).decode("utf-8", "replace").splitlines()]
-    lines = [x for x in lines if x and not x.startswith(("WARNING: Using incubator modules", "at "))]
+    notices = ("WARNING: Using incubator modules", "Picked up JAVA_TOOL_OPTIONS", "NOTE: Picked up", "at ")
+    lines = [x for x in lines if x and not x.startswith(notices)]
     return "; ".join(lines[:2])
 
 

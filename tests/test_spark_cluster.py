@@ -141,7 +141,6 @@ def test_conf_flags_are_parsed() -> None:
             parse_conf(bad)
 
 
-
 def test_a_master_page_that_is_not_up_yet_is_waited_for() -> None:
     """CI (stop 31): the master's web UI answered before its page had a body, and the JSON
     error ended `bench spark --cluster 2`. A real HTTP server: empty, then not JSON, then the page."""

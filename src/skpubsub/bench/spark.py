@@ -222,15 +222,12 @@ def _run_on_spark(events: Path, out: Path, window: Window, space: Space, workers
     """One Spark run in a session of its own (stopped after its memory is read): (metrics, memory)."""
     from pyspark import SparkContext
 
-    from ..spark.pipeline import describe_failure, run_spark, spark_errors, start_failure
-    from ..spark.session import SparkFailure, spark_session
+    from ..spark.pipeline import describe_failure, run_spark, spark_errors, start_session
+    from ..spark.session import SparkFailure
 
     shutil.rmtree(out, ignore_errors=True)
     own = SparkContext._active_spark_context is None
-    try:
-        spark = spark_session(master, workers, conf=spark_conf)
-    except spark_errors() as exc:
-        raise start_failure(exc) from None
+    spark = start_session(master, workers, spark_conf)
     try:
         mem = PeakMemory(spark)
         try:

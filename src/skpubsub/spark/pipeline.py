@@ -477,12 +477,17 @@ def _python_cause(text: str) -> str | None:
     return None
 
 
-def start_failure(exc: BaseException) -> SparkFailure:
-    """Spark did not start: PySpark's reason, and the driver JVM's own words when they went
-    to its log (session._launch)."""
-    why, said = describe_failure(exc), jvm_said()
-    return SparkFailure(f"Spark did not start: {why.rstrip('.')}; the JVM said: {said}" if said else
-                        f"Spark did not start: {why}")
+def start_session(master: str | None, workers: int, spark_conf: dict[str, str] | None):
+    """``session.spark_session``; a start that fails is one line (SPEC 7): PySpark's reason,
+    and the driver JVM's own words when they went to its log (session._launch)."""
+    from .session import spark_session
+
+    try:
+        return spark_session(master, workers, conf=spark_conf)
+    except spark_errors() as exc:
+        why, said = describe_failure(exc), jvm_said()
+        raise SparkFailure(f"Spark did not start: {why.rstrip('.')}; the JVM said: {said}" if said else
+                           f"Spark did not start: {why}") from None
 
 
 def describe_failure(exc: BaseException) -> str:
@@ -572,8 +577,6 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     """``skpubsub stream``: follow ``source`` (an event file, or a directory that JSONL
     files are moved into) until ``timeout`` seconds or Ctrl-C, then finish what has
     arrived and write the final results; ``once``: only what is there now."""
-    from .session import spark_session
-
     check_flags(workers, lines_per_batch, lines_per_second, snapshot_every, init_objects, trigger_seconds)
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
@@ -591,10 +594,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     from pyspark import SparkContext
 
     own = spark is None and SparkContext._active_spark_context is None  # started here: stopped here
-    try:
-        spark = spark or spark_session(master, workers, conf=spark_conf)
-    except spark_errors() as exc:
-        raise start_failure(exc) from None
+    spark = spark or start_session(master, workers, spark_conf)
     try:
         return _stream(spark, source, out, checkpoint, config, window, space, index, index_params, once,
                        timeout, trigger_seconds, lines_per_batch, lines_per_second, snapshot_every, workers,

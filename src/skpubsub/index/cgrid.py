@@ -43,7 +43,7 @@ from .base import SubscriptionIndex
 from .cells import box_at, decode_key, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
-from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, place_slot,
+from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, new_one, place_slot,
                       post_many, post_slot, region_of, regions, register_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import _has_entry, kw_sig, scan, sweep
@@ -162,7 +162,7 @@ class CompiledGrid(SubscriptionIndex):
         subs, st = self.subs, self.store
         pairs, kinds, book, cost, pair_of, cost_ok = self._pairs()
         consts = np.array([self.lmax, self.max_cells, self.theta_n, self.warm_n, self.prefix], dtype=np.float64)
-        self._one = One(subs.cols._rec, subs.kw.id, subs.kw.ws, self.vocab.refs, self._slots, self.tok, self.geo, self.counts,
+        self._one = new_one(subs.cols._rec, subs.kw.id, subs.kw.ws, self.vocab.refs, self._slots, self.tok, self.geo, self.counts,
                         self.vocab.freq, self.rb, st.arrays, self._ext, self._toks, consts, pairs, kinds, book, cost,
                         pair_of, self._srt, cost_ok, np.empty(1, dtype=np.int64))
         self._one_src = (subs.cols._rec, subs.kw.id, self.vocab.freq, st.h_keys, st.p_head, st.blk_next)

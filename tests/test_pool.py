@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skpubsub.core.columns import LINE, Columns, SegmentPool, grown_records, records
+from skpubsub.core.columns import LINE, Columns, SegmentPool, grown_records, record_struct, records
+from skpubsub.store.subscriptions import REC_SIZE, SubTable
 
 SPEC = {"active": (np.bool_, False), "n": (np.int32, 7), "x": (np.float64, math.inf),
         "box": ("(4,)i4", -1), "seq": (np.int64, -1)}
@@ -108,3 +109,24 @@ def test_records_leave_numpys_huge_page_switch_as_it_was():
             assert C._get_madvise_hugepage() == on
     finally:
         C._set_madvise_hugepage(was)
+
+
+_I32, _I64 = st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1)
+_F = st.one_of(st.floats(allow_nan=False), st.integers(-2**53, 2**53))  # ints as JSON gives them
+
+
+@settings(max_examples=300, deadline=None)
+@given(vals=st.tuples(st.booleans(), st.integers(-128, 127), st.booleans(), st.booleans(), _I32, _I64, _F, _F, _F, _F,
+                      _I64, _I32, _I32, _I32, _F, _F, _F, _F, _I64, _F))
+def test_a_packed_record_is_the_record_numpy_writes(vals) -> None:
+    """``SubTable.claim`` writes a record as ``record_struct``'s bytes: they must be exactly
+    what ``rec[s] = values`` stores, padding included (fails with a field's code or offset
+    off by one)."""
+    c = SubTable(1.0, "kmax").cols
+    rec = c._rec
+    assert rec.dtype.itemsize == REC_SIZE
+    expect = np.zeros(1, dtype=rec.dtype)
+    expect[0] = vals
+    c._bytes[REC_SIZE:2 * REC_SIZE] = c._pack(*vals)
+    assert rec[1:2].tobytes() == expect.tobytes()
+    assert record_struct(np.dtype([("a", np.float32)])) is None  # not a packable field: plain writes

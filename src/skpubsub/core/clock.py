@@ -66,6 +66,12 @@ class WindowClock:
         window) an object's expiry; a count window's objects leave by arrivals instead."""
         return min(self.next_sub_end, self._heap[0][0] if self._heap else math.inf)
 
+    def due_by(self, t: Time) -> bool:
+        """``next_due <= t`` for a finite ``t``, without the two properties and their ``min``
+        (a lone subscription asks it: ``Engine._subscribe_one``)."""
+        s, h = self._subs, self._heap
+        return bool(s and s[0][0] <= t or h and h[0][0] <= t)
+
     # -- objects -----------------------------------------------------------------------
     def expiry(self, t: Time, expires: Time | None, seq: int) -> Time:
         """What orders an object's departure: its expiry time (time window: ``Window.expiry``,

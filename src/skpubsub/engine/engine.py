@@ -165,8 +165,8 @@ class Engine:
         have done nothing else: nothing due to leave by its time, no result to compute (a
         range subscription, or no window: a kNN/top-k one starts empty), no notification
         pending. Returns False, having done nothing, otherwise. O(keywords + cells)."""
-        if (self._old or self._matches or self.external or (self.window.retains and ev.kind != RANGE)
-                or self.clock.next_due <= ev.t):
+        if (self._old or self._matches or self.external or (ev.kind != RANGE and self.window.kind != "none")
+                or self.clock.due_by(ev.t)):
             return False
         reg = getattr(self.index, "register", None)  # acquire, add and insert in one compiled call
         s = reg(ev) if reg is not None else -1
@@ -181,7 +181,7 @@ class Engine:
 
     def _unsubscribe_one(self, ev: Unsub) -> bool:
         """``apply_one`` of an unsubscription, on the same terms as ``_subscribe_one``."""
-        if self._old or self._matches or self.external or self.clock.next_due <= ev.t:
+        if self._old or self._matches or self.external or self.clock.due_by(ev.t):
             return False
         self._drop(self.subs.slot_of[ev.id])
         self.free_unreferenced()

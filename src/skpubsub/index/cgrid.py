@@ -292,7 +292,8 @@ class CompiledGrid(SubscriptionIndex):
             subs.kw.ws[off:off + n] = ws
             unit = False
         need, old, m, posted, entries, topk, woke = register_slot(s, self._current(), ids, off, unit)
-        vocab.woke(woke)
+        if woke:
+            vocab.woke(woke)
         while need != DONE:
             self._need(need)
             need, old, m, posted, entries, topk = place_slot(s, self._current(), True)

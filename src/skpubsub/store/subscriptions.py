@@ -22,6 +22,7 @@ B_KMAX, B_SKYBAND, B_CSKYBAND, B_CKSKYBAND = range(4)
 
 _RECORD = ("active", "kind", "match_all", "complete", "kw_len", "kw_off", "x", "y", "kth", "alpha", "res_off",
            "res_n", "k", "kb", "rx1", "ry1", "rx2", "ry2", "seq", "expires")  # SubTable.add's tuples
+REC_SIZE = 128  # bytes a record (two cache lines)
 _UNIT: dict[int, tuple[float, ...]] = {}  # n -> unit_weights(None, n): most subscriptions give no weights
 
 
@@ -93,6 +94,7 @@ class SubTable(Laid):
             "seq": (np.int64, -1), "expires": (np.float64, math.inf),
         }, record=True)
         assert tuple(self.cols._spec) == _RECORD, "add writes records in this order"
+        assert self.cols._rec.dtype.itemsize == REC_SIZE
         self.kw = SegmentPool({"id": np.int32, "ws": np.float64})
         self.res = SegmentPool({"obj": np.int64, "key": np.float64, "dom": np.int32})
         self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
@@ -146,10 +148,11 @@ class SubTable(Laid):
         expires = math.inf if ev.expires is None else ev.expires
         kind = ev.kind
         # the record in ``_RECORD`` order; the fields not set stay at their fill values
+        at = s * REC_SIZE  # the record written whole as bytes (``Columns.reserve``)
         if kind == RANGE:
             x1, y1, x2, y2 = ev.rect  # type: ignore[misc]
-            c._rec[s] = (True, K_RANGE, ev.match_all, True, n, off, 0.0, 0.0, math.inf, 0.0, 0, 0, 0, 0,
-                         x1, y1, x2, y2, ev.seq, expires)
+            c._bytes[at:at + REC_SIZE] = c._pack(True, K_RANGE, ev.match_all, True, n, off, 0.0, 0.0, math.inf,
+                                                 0.0, 0, 0, 0, 0, x1, y1, x2, y2, ev.seq, expires)
             return s, off, None
         k = ev.k
         try:
@@ -160,8 +163,9 @@ class SubTable(Laid):
             self.max_k = k
         if kb > self.max_kb:
             self.max_kb = kb
-        c._rec[s] = (True, KIND_CODE[kind], ev.match_all, True, n, off, ev.x, ev.y, math.inf, ev.alpha,
-                     self.res.alloc(kb), 0, k, kb, 0.0, 0.0, 0.0, 0.0, ev.seq, expires)
+        c._bytes[at:at + REC_SIZE] = c._pack(True, KIND_CODE[kind], ev.match_all, True, n, off, ev.x, ev.y,
+                                             math.inf, ev.alpha, self.res.alloc(kb), 0, k, kb, 0.0, 0.0, 0.0, 0.0,
+                                             ev.seq, expires)
         return s, off, _unit(ev.weights, n)  # cached when no weights are given
 
     def _kb_of(self, k: int) -> int:

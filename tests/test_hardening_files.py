@@ -209,6 +209,56 @@ def test_ctrl_c_with_worker_processes_is_one_line(tmp_path: Path) -> None:
     assert _snapshot(out) == snap
 
 
+def _in_start_up(pid: int) -> bool:
+    """The process runs the package's code: it has a SIGTERM handler (its SigCgt mask; Python
+    installs none of its own, so this is the package's start-up handler, skpubsub/__init__.py)
+    or has loaded NumPy's core (``import numba``, the package's first heavy import)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigCgt:"))
+    if mask & (1 << (signal.SIGTERM - 1)):
+        return True
+    with open(f"/proc/{pid}/maps") as f:
+        return "_multiarray_umath" in f.read()
+
+
+@pytest.fixture(scope="module")
+def big_events(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _big(tmp_path_factory.mktemp("start"), 100_000)
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a process's signal mask in /proc")
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted (SIGINT)"),
+                                             (signal.SIGTERM, 143, "terminated (SIGTERM)")])
+@pytest.mark.parametrize("how", ["script", "-m"])
+def test_signal_during_start_up_is_one_line(tmp_path: Path, big_events: Path, how: str, sig: int, code: int,
+                                            word: str) -> None:
+    """Before: a Ctrl-C in the first half second (the package importing Numba, ``cli`` its
+    modules, before ``main`` installs its handlers) printed Python's KeyboardInterrupt
+    traceback, 20-50 lines, and a SIGTERM killed the process without a word. Now, from the
+    package's first lines on, at any moment of start-up (or of the run that follows, the
+    stream being long): the one line and exit 130/143. The moments are counted from the
+    package's first code seen running (read in /proc), not from the process's start: on a
+    loaded machine a fixed delay could fall in the interpreter's own start, before any of
+    the package's code (not covered: Python dies of the signal or prints its own error)."""
+    cmd = [EXE] if how == "script" else [sys.executable, "-m", "skpubsub"]
+    for delay in (0.0, 0.05, 0.15, 0.3):
+        p = subprocess.Popen(cmd + ["run", str(big_events), "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, preexec_fn=_as_from_a_terminal)
+        try:
+            deadline = time.monotonic() + 60
+            while p.poll() is None and not _in_start_up(p.pid) and time.monotonic() < deadline:
+                time.sleep(0.001)
+            time.sleep(delay)
+            assert p.poll() is None, "the process ended before it could be interrupted"
+            p.send_signal(sig)
+            _, err = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        assert (p.returncode, err) == (code, f"skpubsub: error: {word}; outputs left as they were\n"), delay
+
+
 def test_temporary_files_of_a_killed_run_are_swept(tmp_path: Path) -> None:
     out, _ = _previous_run(tmp_path)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,

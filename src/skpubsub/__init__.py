@@ -1,6 +1,48 @@
 """skpubsub: a spatial-keyword publish/subscribe engine (see README.md and SPEC.md)."""
 
 import os as _os
+import sys as _sys
+
+
+# Ctrl-C (and SIGTERM) during start-up (SPEC section 7). ``skpubsub ...`` and ``python -m
+# skpubsub`` both import this package first, and it imports Numba (below), then ``cli``
+# imports more: about half a second before ``cli.main`` installs its handlers, in which
+# Python's default would print a KeyboardInterrupt traceback. So when, and only when, the
+# process was started as the command, the first thing done here is a handler that writes
+# the one line and exits at once (nothing is open or written yet); ``cli.main`` replaces it.
+# A plain ``import skpubsub`` (a library, a notebook, the tests) keeps Python's behaviour.
+# Still uncovered: the few milliseconds of the interpreter's own start, before any of
+# the package's code runs (Python prints its own error or dies of the signal there).
+def _exit_at_start(signum: int, frame: object) -> None:
+    line, code = ((b"interrupted (SIGINT)", 130) if signum == 2 else (b"terminated (SIGTERM)", 143))
+    _os.write(2, b"skpubsub: error: " + line + b"; outputs left as they were\n")
+    _os._exit(code)
+
+
+def _started_as_command() -> bool:
+    """``skpubsub ...`` (the console script: argv[0] its path while the script imports us) or
+    ``python -m skpubsub`` (argv[0] is ``-m`` while runpy imports the package), judged on the
+    interpreter's own command line too: a ``--workers`` process spawned by the command gets
+    the parent's ``sys.argv`` but runs ``python -c ...`` and keeps Python's behaviour (its
+    pool ends it with SIGTERM, it must not say a word)."""
+    argv0 = _sys.argv[0] if _sys.argv else ""
+    orig = list(getattr(_sys, "orig_argv", []))
+    if argv0 == "-m":
+        return any(a == "-mskpubsub" or (a == "-m" and orig[i + 1:i + 2] == ["skpubsub"]) for i, a in enumerate(orig))
+    name = _os.path.basename(argv0).lower().removesuffix(".exe").removesuffix("-script.py")
+    return name == "skpubsub" and argv0 in orig[1:]
+
+
+if _started_as_command():
+    import signal as _signal
+
+    try:
+        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:  # not ignored (nohup, &)
+            _signal.signal(_signal.SIGINT, _exit_at_start)
+        if _signal.getsignal(_signal.SIGTERM) is _signal.SIG_DFL:
+            _signal.signal(_signal.SIGTERM, _exit_at_start)
+    except ValueError:  # not the main thread
+        pass
 
 
 def _code_key(here: str) -> str:

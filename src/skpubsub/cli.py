@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from . import _exit_at_start
 from .cli_common import (OPTIONAL, PARTITIONERS, MissingExtra, UsageError, add_spark_args, add_workload_shape_args,
                          check_run_flags, env, missing_extra, need, need_dataset, spark_conf, workload_config)
 from .core.config import Space, Window
@@ -393,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     _SIGINT_SEEN.clear()
     try:
         old_term = signal.signal(signal.SIGTERM, _on_sigterm)
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, &)
+        # not ignored (nohup, &); the package's start-up handler (skpubsub/__init__.py) is replaced
+        if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _exit_at_start):
             old_int = signal.signal(signal.SIGINT, _on_sigint)
     except ValueError:  # not the main thread (an embedding): its own handlers stay
         pass

@@ -179,7 +179,7 @@ def block(notes) -> str | None:
     return out.tobytes().decode("utf-8")
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def write(cd, tx, out):
     """The lines of ``cd`` into ``out`` (``size`` bytes); returns the bytes written."""
     n = 0

@@ -231,6 +231,57 @@ def test_kill_and_restart_is_exactly_once(spark, tmp_path: Path) -> None:
     assert _files(out) == want
 
 
+def _children_running(pid: int, word: bytes) -> list[int]:
+    found = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != pid:
+                    continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if word in f.read().split(b"\0"):
+                    found.append(int(d))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def test_ctrl_c_while_the_jvm_starts_leaves_no_jvm(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C in the first seconds of `run --engine spark` (the driver JVM
+    launched, PySpark waiting for its connection file): the one line, exit 130, and the JVM
+    gone. Before: the one line, but the JVM ran on for good (PySpark removed the folder of the
+    file the JVM was about to write; orphaned, nothing told it to stop). The JVM is cut short,
+    so this costs a second or two of it, no session."""
+    s = _stream(60, windows=("count",))
+    events = _write(tmp_path / "events.jsonl", s)
+    cmd = _cli("run", str(events), "--out", str(tmp_path / "out"), "--engine", "spark", "--workers", "2",
+               "--window", s.window, *(["--space", str(s.space)] if s.space else []), "--master", "local[2]")
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=_as_from_a_terminal)
+    jvm: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not jvm and p.poll() is None and time.monotonic() < deadline:
+            jvm = _children_running(p.pid, b"pyspark-shell")
+            time.sleep(0.02)
+        assert jvm, ("no driver JVM seen", p.poll())
+        time.sleep(0.3)
+        os.killpg(p.pid, signal.SIGINT)  # the whole group, as a terminal does
+        err = p.communicate(timeout=120)[1]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert (p.returncode, err) == (130, "skpubsub: error: interrupted (SIGINT); outputs left as they were\n")
+    deadline = time.monotonic() + 15  # (a JVM that had connected ends by itself when our stdin closes)
+    while os.path.exists(f"/proc/{jvm[0]}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = os.path.exists(f"/proc/{jvm[0]}")
+    if left:
+        os.kill(jvm[0], signal.SIGKILL)
+    assert not left, "the driver JVM outlived the command"
+
+
 def test_csv_and_parquet_event_files_give_the_jsonl_results(spark, tmp_path: Path) -> None:
     """The batch pipeline reads CSV and Parquet events (converted in order, then streamed)."""
     import pandas as pd

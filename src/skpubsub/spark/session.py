@@ -160,6 +160,32 @@ def wait_for_executors(spark, timeout: float) -> None:
         time.sleep(0.5)
 
 
+def _kill_unconnected_jvm() -> None:
+    """The driver JVM this process launched, when the launch did not get as far as the Py4J
+    connection: PySpark waits for the JVM's connection file in a sleep loop, and a Ctrl-C
+    there removes the file's folder and leaves the JVM running, for good (its main thread
+    fails on the missing folder, its other threads live on; it watches our stdin only once
+    connected). Seen: every Ctrl-C in the first seconds of a Spark start left one. Our
+    children running ``pyspark-shell`` (spark-submit execs the JVM in place); killed, so no
+    JVM outlives the command (SPEC 7)."""
+    me = os.getpid()
+    for d in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            if ppid != me:
+                continue
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                if b"pyspark-shell" not in f.read().split(b"\0"):
+                    continue
+            os.kill(int(d), signal.SIGKILL)
+            os.waitpid(int(d), 0)
+        except (OSError, ValueError, IndexError, ChildProcessError):  # gone meanwhile, or reaped by PySpark
+            continue
+
+
 class _QuietPy4J(logging.Filter):
     """Ctrl-C during a run is one line (SPEC 7), as without Spark. PySpark's SparkContext
     installs a SIGINT handler that calls the JVM (``cancelAllJobs``) from inside the handler,
@@ -225,7 +251,12 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
     from pyspark import SparkContext
 
     launches = quiet and _QUIET is not None and SparkContext._gateway is None  # a JVM to start
-    spark = _launch(spark, _QUIET[2] if launches else None)
+    try:
+        spark = _launch(spark, _QUIET[2] if launches else None)
+    except BaseException:
+        if SparkContext._gateway is None:  # interrupted (or failed) before the JVM connected
+            _kill_unconnected_jvm()
+        raise
     if main and before is not None:
         signal.signal(signal.SIGINT, before)  # PySpark's own handler undone (_QuietPy4J)
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))

@@ -229,7 +229,7 @@ def big_events(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads a process's signal mask in /proc")
 @pytest.mark.parametrize("sig, code, word", [(signal.SIGINT, 130, "interrupted (SIGINT)"),
                                              (signal.SIGTERM, 143, "terminated (SIGTERM)")])
-@pytest.mark.parametrize("how", ["script", "-m"])
+@pytest.mark.parametrize("how", ["script", "skpubsub", "skpubsub.cli"])
 def test_signal_during_start_up_is_one_line(tmp_path: Path, big_events: Path, how: str, sig: int, code: int,
                                             word: str) -> None:
     """Before: a Ctrl-C in the first half second (the package importing Numba, ``cli`` its
@@ -240,7 +240,7 @@ def test_signal_during_start_up_is_one_line(tmp_path: Path, big_events: Path, ho
     package's first code seen running (read in /proc), not from the process's start: on a
     loaded machine a fixed delay could fall in the interpreter's own start, before any of
     the package's code (not covered: Python dies of the signal or prints its own error)."""
-    cmd = [EXE] if how == "script" else [sys.executable, "-m", "skpubsub"]
+    cmd = [EXE] if how == "script" else [sys.executable, "-m", how]
     for delay in (0.0, 0.05, 0.15, 0.3):
         p = subprocess.Popen(cmd + ["run", str(big_events), "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True, preexec_fn=_as_from_a_terminal)

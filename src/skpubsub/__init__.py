@@ -21,14 +21,16 @@ def _exit_at_start(signum: int, frame: object) -> None:
 
 def _started_as_command() -> bool:
     """``skpubsub ...`` (the console script: argv[0] its path while the script imports us) or
-    ``python -m skpubsub`` (argv[0] is ``-m`` while runpy imports the package), judged on the
+    ``python -m skpubsub[.cli]`` (argv[0] is ``-m`` while runpy imports the package), judged on the
     interpreter's own command line too: a ``--workers`` process spawned by the command gets
     the parent's ``sys.argv`` but runs ``python -c ...`` and keeps Python's behaviour (its
     pool ends it with SIGTERM, it must not say a word)."""
     argv0 = _sys.argv[0] if _sys.argv else ""
     orig = list(getattr(_sys, "orig_argv", []))
     if argv0 == "-m":
-        return any(a == "-mskpubsub" or (a == "-m" and orig[i + 1:i + 2] == ["skpubsub"]) for i, a in enumerate(orig))
+        names = ("skpubsub", "skpubsub.cli")
+        return any(a in [f"-m{n}" for n in names] or (a == "-m" and orig[i + 1:i + 2] in [[n] for n in names])
+                   for i, a in enumerate(orig))
     name = _os.path.basename(argv0).lower().removesuffix(".exe").removesuffix("-script.py")
     return name == "skpubsub" and argv0 in orig[1:]
 

@@ -111,13 +111,14 @@ def test_records_leave_numpys_huge_page_switch_as_it_was():
         C._set_madvise_hugepage(was)
 
 
-_I32, _I64 = st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1)
-_F = st.one_of(st.floats(allow_nan=False), st.integers(-2**53, 2**53))  # ints as JSON gives them
+_BY_CODE = {"b1": st.booleans(), "i1": st.integers(-128, 127), "i4": st.integers(-2**31, 2**31 - 1),
+            "i8": st.integers(-2**63, 2**63 - 1),
+            "f8": st.one_of(st.floats(allow_nan=False), st.integers(-2**53, 2**53))}  # ints as JSON gives them
+_REC = SubTable(1.0, "kmax").cols._rec.dtype
 
 
 @settings(max_examples=300, deadline=None)
-@given(vals=st.tuples(st.booleans(), st.integers(-128, 127), st.booleans(), st.booleans(), _I32, _I64, _F, _F, _F, _F,
-                      _I64, _I32, _I32, _I32, _F, _F, _F, _F, _I64, _F))
+@given(vals=st.tuples(*[_BY_CODE[_REC.fields[name][0].str[1:]] for name in _REC.names]))
 def test_a_packed_record_is_the_record_numpy_writes(vals) -> None:
     """``SubTable.claim`` writes a record as ``record_struct``'s bytes: they must be exactly
     what ``rec[s] = values`` stores, padding included (fails with a field's code or offset

@@ -20,8 +20,8 @@ BUFFERS = ("kmax", "skyband", "cskyband", "ckskyband")
 B_KMAX, B_SKYBAND, B_CSKYBAND, B_CKSKYBAND = range(4)
 
 
-_RECORD = ("active", "kind", "match_all", "complete", "kw_len", "kw_off", "x", "y", "kth", "alpha", "res_off",
-           "res_n", "k", "kb", "rx1", "ry1", "rx2", "ry2", "seq", "expires")  # SubTable.add's tuples
+_RECORD = ("active", "kind", "match_all", "complete", "kw_len", "kw_off", "x", "y", "rx1", "ry1", "rx2", "ry2",
+           "kth", "alpha", "res_off", "res_n", "k", "kb", "seq", "expires")  # SubTable.add's tuples
 REC_SIZE = 128  # bytes a record (two cache lines)
 _UNIT: dict[int, tuple[float, ...]] = {}  # n -> unit_weights(None, n): most subscriptions give no weights
 
@@ -83,14 +83,17 @@ class SubTable(Laid):
         self.kmax = kmax
         self.policy = BUFFERS.index(buffer)
         self.prune = self.policy != B_KMAX
-        # One record per slot: what verifying a candidate reads fills its first cache line.
+        # One record per slot: what verifying a candidate reads fills its first cache line
+        # (a range candidate's rectangle too: 3-5% of range_1m's object phase; a kNN one's
+        # ``kth`` opens the second line, which the adjacent-line prefetch mostly brings).
         self.cols = Columns({
             "active": (np.bool_, False), "kind": (np.int8, 0), "match_all": (np.bool_, False),
             "complete": (np.bool_, True), "kw_len": (np.int32, 0), "kw_off": (np.int64, 0),
-            "x": (np.float64, 0.0), "y": (np.float64, 0.0), "kth": (np.float64, math.inf),
+            "x": (np.float64, 0.0), "y": (np.float64, 0.0),
+            "rx1": (np.float64, 0.0), "ry1": (np.float64, 0.0), "rx2": (np.float64, 0.0), "ry2": (np.float64, 0.0),
+            "kth": (np.float64, math.inf),
             "alpha": (np.float64, 0.0), "res_off": (np.int64, 0), "res_n": (np.int32, 0), "k": (np.int32, 0),
             "kb": (np.int32, 0),
-            "rx1": (np.float64, 0.0), "ry1": (np.float64, 0.0), "rx2": (np.float64, 0.0), "ry2": (np.float64, 0.0),
             "seq": (np.int64, -1), "expires": (np.float64, math.inf),
         }, record=True)
         assert tuple(self.cols._spec) == _RECORD, "add writes records in this order"
@@ -151,8 +154,8 @@ class SubTable(Laid):
         at = s * REC_SIZE  # the record written whole as bytes (``Columns.reserve``)
         if kind == RANGE:
             x1, y1, x2, y2 = ev.rect  # type: ignore[misc]
-            c._bytes[at:at + REC_SIZE] = c._pack(True, K_RANGE, ev.match_all, True, n, off, 0.0, 0.0, math.inf,
-                                                 0.0, 0, 0, 0, 0, x1, y1, x2, y2, ev.seq, expires)
+            c._bytes[at:at + REC_SIZE] = c._pack(True, K_RANGE, ev.match_all, True, n, off, 0.0, 0.0, x1, y1, x2, y2,
+                                                 math.inf, 0.0, 0, 0, 0, 0, ev.seq, expires)
             return s, off, None
         k = ev.k
         try:
@@ -164,7 +167,7 @@ class SubTable(Laid):
         if kb > self.max_kb:
             self.max_kb = kb
         c._bytes[at:at + REC_SIZE] = c._pack(True, KIND_CODE[kind], ev.match_all, True, n, off, ev.x, ev.y,
-                                             math.inf, ev.alpha, self.res.alloc(kb), 0, k, kb, 0.0, 0.0, 0.0, 0.0,
+                                             0.0, 0.0, 0.0, 0.0, math.inf, ev.alpha, self.res.alloc(kb), 0, k, kb,
                                              ev.seq, expires)
         return s, off, _unit(ev.weights, n)  # cached when no weights are given
 

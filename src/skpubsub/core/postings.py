@@ -489,7 +489,7 @@ def _prefetch(typingctx, arr, idx):
 AHEAD = 16  # runs ahead that _append_runs asks for the lines it will touch
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _append_runs(st, first, starts, korder, home, ents, at):
     """Append ``ents[starts[r]:starts[r + 1]]`` to the list of key ``first[r]`` for each run
     ``r`` in ``korder`` (room reserved): ``append``'s result, one probe per key (``home``:

@@ -89,7 +89,7 @@ def _sig(r, kw_id):
     return np.int64(0)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def regions(slots, subs, grid, ext):
     """``place``'s first half for many slots: each slot's level and box (``slot_level``), a
     new epoch, posted under its ``_tokens``. Returns the entries ``post_many`` will add."""
@@ -170,7 +170,7 @@ def post_many(slots, subs, grid, toks):
     return len(slots)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def entries_of(slots, subs, grid, toks, keys, ents):
     """``post_many``'s (key, entry) pairs, in its order, into ``keys`` and ``ents``: for
     ``PostingStore.append_many``. Returns how many. (``cells.level_key`` with its level's

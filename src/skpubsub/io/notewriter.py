@@ -179,7 +179,7 @@ def block(notes) -> str | None:
     return out.tobytes().decode("utf-8")
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def write(cd, tx, out):
     """The lines of ``cd`` into ``out`` (``size`` bytes); returns the bytes written."""
     n = 0

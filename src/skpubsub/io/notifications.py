@@ -113,7 +113,7 @@ SMALL = 32  # a pub's rows up to this many are sorted in place (insertion), more
 _LOW = 24  # packed keys: seq << _LOW | the row's place among its pub's rows (unique: stable)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def group_rows(rows, n, sseq, perm, out):
     """``rows[:n]`` (the publish kernel's, pubs in order) into ``out[:n]`` ordered by (pub,
     subscription seq ``sseq[slot]``), stably: each pair's rows stay in the order they

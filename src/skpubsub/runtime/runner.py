@@ -14,9 +14,8 @@ from typing import Any
 
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
-from ..io.events import Pub, PubBlock, Rejection, Sub, SubBlock, Unsub, events_of
-from ..io.ahead import ReadAhead
-from ..io.lines import stream_lines
+from ..io.events import Pub, Rejection, Sub, Unsub, events_of
+from ..io.lines import stream_blocks, stream_lines
 from ..io.sinks import RunWriter
 from ..io.validate import Gate
 
@@ -127,33 +126,6 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
             batch.clear()
             size_of = 0
 
-        def take(out: list | SubBlock | PubBlock, label: str | None) -> None:
-            """A block as the Gate admitted it into the batch (``label``: the one kind of a
-            block judged by columns, None for events and rejections one by one)."""
-            nonlocal size_of
-            if label is None:
-                for ev in out:
-                    if type(ev) is Rejection:
-                        flush()  # keep rejected.jsonl and notifications in stream order
-                        writer.rejection(ev)
-                        rejected[ev.label] += 1
-                    else:
-                        accepted[ev.label] += 1
-                        batch.append(ev)
-                        size_of += 1
-                        if size_of >= batch_size:
-                            flush()
-                return
-            accepted[label] += len(out)  # a block of one kind, no rejection
-            i, n = 0, len(out)  # a SubBlock or PubBlock: a slice is one item of the batch
-            while i < n:  # fill the batch to batch_size, flush, go on
-                j = min(n, i + max(1, batch_size - size_of))
-                batch.append(out[i:j])
-                size_of += j - i
-                i = j
-                if size_of >= batch_size:
-                    flush()
-
         def start_plan() -> None:
             nonlocal engine
             engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params, rebalance)
@@ -177,13 +149,35 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                     if bar is not None:
                         bar.update(f.tell() - done)
                         done = f.tell()
-        else:  # a block of lines at a time (Gate.admit_block, read ahead); batches cut where they always were
-            with ReadAhead(f, gate) as blocks:
-                for out, label, pos in blocks:
-                    take(out, label)
-                    if bar is not None:
-                        bar.update(pos - done)
-                        done = pos
+        else:  # a block of lines at a time (Gate.admit_block); batches cut where they always were
+            for first, n_lines, lines in stream_blocks(f):
+                out = gate.admit_block(first, lines, n_lines)
+                label = gate.block_label
+                if label is None:
+                    for ev in out:
+                        if type(ev) is Rejection:
+                            flush()  # keep rejected.jsonl and notifications in stream order
+                            writer.rejection(ev)
+                            rejected[ev.label] += 1
+                        else:
+                            accepted[ev.label] += 1
+                            batch.append(ev)
+                            size_of += 1
+                            if size_of >= batch_size:
+                                flush()
+                else:
+                    accepted[label] += len(out)  # a block of one kind, no rejection
+                    i, n = 0, len(out)  # a SubBlock or PubBlock: a slice is one item of the batch
+                    while i < n:  # fill the batch to batch_size, flush, go on
+                        j = min(n, i + max(1, batch_size - size_of))
+                        batch.append(out[i:j])
+                        size_of += j - i
+                        i = j
+                        if size_of >= batch_size:
+                            flush()
+                if bar is not None:
+                    bar.update(f.tell() - done)
+                    done = f.tell()
         if engine is None:
             start_plan()
         flush()

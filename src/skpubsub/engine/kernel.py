@@ -82,6 +82,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
     stamp_next, stamp = grid.stamp_next, grid.slots.stamp
     o_life, o_lo = orec.expiry, orec.expiry_lo  # exact pairs (kbest.later; SPEC 6 "Times")
     maxdist = grid.geo[4]
+    once = len(pc_off) <= 1 and len(pe_off) <= 1  # the scan is the only source of candidates (probe.scan)
     n = len(b_obj)
     for i in range(start, n):
         # Objects leaving the window before this event (SPEC section 2). A held one leaves
@@ -108,7 +109,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 nt = probe_tokens(okw, directory, srt, toks)
                 if prefix:
                     nt = probe_classes(okw, toks, nt)
-                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw))
+                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once)
             if len(pe_off) > 1:
                 nc = _join(pe[pe_off[e]:pe_off[e + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
             found = 0
@@ -184,7 +185,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             nt = probe_tokens(okw, directory, srt, toks)
             if prefix:
                 nt = probe_classes(okw, toks, nt)
-            nc = scan(x, y, toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw))
+            nc = scan(x, y, toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once)
         if len(pc_off) > 1:
             nc = _join(pc[pc_off[i]:pc_off[i + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
         counters[C_CAND] += nc

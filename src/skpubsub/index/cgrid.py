@@ -438,7 +438,7 @@ class CompiledGrid(SubscriptionIndex):
         self.fit(self.subs.cols.capacity - 1)
         cands = np.empty(len(self.epoch), dtype=np.int64)
         self.stamp_next[0] += 1
-        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands, sig)
+        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands, sig, False)
         return np.sort(cands[:n])
 
     @property

@@ -46,10 +46,13 @@ def kw_sig(kws):
 
 
 @njit(cache=True)
-def scan(x, y, okw, st, active, grid, cands, osig):
+def scan(x, y, okw, st, active, grid, cands, osig, once):
     """Live slots posted under tokens ``okw`` in the cells of (x, y) on every level or
     globally, each once (``slots.stamp = st``, a stamp not used before), into ``cands``;
     compacts the lists it reads. Returns how many. The publish kernel's probe too.
+
+    ``once``: no other source adds candidates after this scan (the publish kernel with
+    nothing precomputed), so a slot posted under one token is taken unstamped (``_read_list``).
 
     ``osig``: the object's keyword signature (``kw_sig``; -1 takes every live slot). A slot
     whose own signature (``slots.sig``: an ``all`` subscription's keywords, else 0) has a
@@ -87,7 +90,7 @@ def scan(x, y, okw, st, active, grid, cands, osig):
             p = P.find(h_keys, h_vals, key)
             if p < 0:
                 continue
-            nc = _read_list(p, level, cx, cy, lists, st, cands, nc, ~osig)
+            nc = _read_list(p, level, cx, cy, lists, st, cands, nc, ~osig, once)
     return nc
 
 
@@ -96,17 +99,22 @@ def _lists(store, active, slots):
     """The arrays a list read touches, bound once per scan or sweep (a plain tuple: the
     reader is inlined, so they are not counted again per list)."""
     return (store, active, slots.epoch, slots.level, slots.box, slots.stamp, store.p_head, store.p_tail,
-            store.p_fill, store.blk_next, store.blk_data, slots.sig)
+            store.p_fill, store.blk_next, store.blk_data, slots.sig, slots.nkw)
 
 
 @njit(inline="always", cache=True)
-def _read_list(p, level, cx, cy, lists, st, cands, nc, miss):
+def _read_list(p, level, cx, cy, lists, st, cands, nc, miss, once):
     """``postings.read`` of list ``p`` (cell (cx, cy) of ``level``) with the grid's
     ``entry_id`` written out: each live entry (active, current epoch, this level, its box
-    covers the cell) is kept in place (``postings.keep``) and, unless stamped ``st`` already
-    or its signature has a bit in ``miss`` (the bits the object lacks), stamped and appended
-    to ``cands[nc:]``; the rest are dropped (``truncate``). Returns the new end of ``cands``."""
-    store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data, sig = lists
+    covers the cell) is kept in place (``postings.keep``'s compaction, written only once an
+    entry was dropped before it) and, unless its signature has a bit in ``miss`` (the bits
+    the object lacks), appended to ``cands[nc:]``: with ``once``, at once when the slot is
+    posted under one token (``nkw``: its one live entry a cell, the object in one cell a
+    level, the object's tokens distinct, so it meets the object once), else unless stamped
+    ``st`` already (then stamped); the rest are dropped (``truncate``). Returns the new end of ``cands``. Neither
+    write for most entries: on range_1m a scan wrote every entry back and stamped every
+    candidate's record, dirtying ~900 lines an object (index/NOTES.md, "scan")."""
+    store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data, sig, nkw = lists
     B = P.B
     rb = p_head[p]
     tail = p_tail[p]
@@ -122,10 +130,17 @@ def _read_list(p, level, cx, cy, lists, st, cands, nc, miss):
                     level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
                 dropped += 1
                 continue
-            wb, wi = P.keep(ent, wb, wi, blk_next, blk_data)
+            if dropped:  # else the entry is where it was: no write (a dirty line a block less)
+                blk_data[wb * B + wi] = ent
+            wi += 1
+            if wi == B:
+                wb, wi = blk_next[wb], 0
             if sig[s] & miss:  # lacks a keyword the slot needs (kept: it is live)
                 continue
-            if stamp[s] != st:  # not yet seen under another key
+            if once and nkw[s] == 1:  # posted under one token: one live entry at most meets this object
+                cands[nc] = s
+                nc += 1
+            elif stamp[s] != st:  # not yet seen under another key
                 stamp[s] = st
                 cands[nc] = s
                 nc += 1
@@ -145,7 +160,7 @@ def sweep(grid, active, st, cands):
     for p in range(store.meta[P.M_POSTINGS]):
         if p_head[p] >= 0:
             level, cx, cy = decode_key(p_key[p], grid.lmax)
-            _read_list(p, level, cx, cy, lists, st, cands, 0, np.int64(0))
+            _read_list(p, level, cx, cy, lists, st, cands, 0, np.int64(0), False)
 
 
 @njit(inline="always", cache=True)

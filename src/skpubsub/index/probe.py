@@ -111,9 +111,10 @@ def _read_list(p, level, cx, cy, lists, st, cands, nc, miss, once):
     the object lacks), appended to ``cands[nc:]``: with ``once``, at once when the slot is
     posted under one token (``nkw``: its one live entry a cell, the object in one cell a
     level, the object's tokens distinct, so it meets the object once), else unless stamped
-    ``st`` already (then stamped); the rest are dropped (``truncate``). Returns the new end of ``cands``. Neither
-    write for most entries: on range_1m a scan wrote every entry back and stamped every
-    candidate's record, dirtying ~900 lines an object (index/NOTES.md, "scan")."""
+    ``st`` already (then stamped); the rest are dropped (``truncate``). Returns the new end
+    of ``cands``. So most entries cost no write: on range_1m a scan wrote every entry back
+    and stamped every candidate's record (index/NOTES.md, "The scan writes only what
+    changed")."""
     store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data, sig, nkw = lists
     B = P.B
     rb = p_head[p]

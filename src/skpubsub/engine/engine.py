@@ -165,7 +165,7 @@ class Engine:
         have done nothing else: nothing due to leave by its time, no result to compute (a
         range subscription, or no window: a kNN/top-k one starts empty), no notification
         pending. Returns False, having done nothing, otherwise. O(keywords + cells)."""
-        if (self._old or self._matches or self.external or (ev.kind != RANGE and self.window.kind != "none")
+        if (self._old or self._matches or self.external or (ev.kind != RANGE and self.window.retains)
                 or self.clock.due_by(ev.t)):
             return False
         reg = getattr(self.index, "register", None)  # acquire, add and insert in one compiled call
@@ -201,7 +201,7 @@ class Engine:
         if exps is not None and (n < 2 or not any_given(exps)):
             exps = None
         if (n < 2 or self.external or (self.window.retains and self.alive.count)
-                or self.clock.next_due <= last
+                or self.clock.due_by(last)
                 or (exps is not None and any(e is not None and e <= last for e in exps))):
             for ev in b:
                 if not self._subscribe_one(ev):

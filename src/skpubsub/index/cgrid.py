@@ -162,9 +162,9 @@ class CompiledGrid(SubscriptionIndex):
         subs, st = self.subs, self.store
         pairs, kinds, book, cost, pair_of, cost_ok = self._pairs()
         consts = np.array([self.lmax, self.max_cells, self.theta_n, self.warm_n, self.prefix], dtype=np.float64)
-        self._one = new_one(subs.cols._rec, subs.kw.id, subs.kw.ws, self.vocab.refs, self._slots, self.tok, self.geo,
-                            self.counts, self.vocab.freq, self.rb, st.arrays, self._ext, self._toks, consts, pairs,
-                            kinds, book, cost, pair_of, self._srt, cost_ok, np.empty(1, dtype=np.int64))
+        self._one = new_one((subs.cols._rec, subs.kw.id, subs.kw.ws, self.vocab.refs, self._slots, self.tok, self.geo,
+                             self.counts, self.vocab.freq, self.rb, st.arrays, self._ext, self._toks, consts, pairs,
+                             kinds, book, cost, pair_of, self._srt, cost_ok, np.empty(1, dtype=np.int64)))
         self._one_src = (subs.cols._rec, subs.kw.id, self.vocab.freq, st.h_keys, st.p_head, st.blk_next)
         return self._one
 

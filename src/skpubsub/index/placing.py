@@ -289,13 +289,12 @@ structref.define_proxy(One, OneType, list(ONE_FIELDS))
 
 
 @njit(cache=True)
-def new_one(rec, kw_id, kw_ws, refs, slots, tok, geo, counts, freq, rb, store, ext, toks, consts,
-            pairs, kinds, book, cost, pair_of, srt, cost_ok, one):
-    """``One(...)`` through a cached compiled call: the proxy's own constructor is compiled
-    afresh in every process (numba's ``StructRefProxy.__new__``, not cached: ~0.65 s before
-    the first subscription registered one by one)."""
-    return One(rec, kw_id, kw_ws, refs, slots, tok, geo, counts, freq, rb, store, ext, toks, consts,
-               pairs, kinds, book, cost, pair_of, srt, cost_ok, one)
+def new_one(fields):
+    """``One(*fields)`` (``ONE_FIELDS`` in order, one tuple) through a cached compiled call:
+    the proxy's own constructor is compiled afresh in every process (numba's
+    ``StructRefProxy.__new__``, not cached: ~0.65 s before the first subscription
+    registered one by one)."""
+    return One(*fields)
 
 # What ``place_slot`` asks for before it writes anything (its first result), else DONE.
 DONE, NEED_FIT, NEED_TOKS, NEED_RB, NEED_COST, NEED_BOOK = range(6)

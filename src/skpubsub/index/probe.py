@@ -131,7 +131,10 @@ def _read_list(p, level, cx, cy, lists, st, cands, nc, miss, once):
                     level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
                 dropped += 1
                 continue
-            if dropped:  # else the entry is where it was: no write (a dirty line a block less)
+            # ``postings.keep`` written out, writing only once an entry before was dropped (else
+            # the entry is where it was). Calling ``keep`` with that flag measured ~25% slower
+            # on range_1m's object phase (8.3k against 11.1k objects/s, 2 pairs; cause not found).
+            if dropped:
                 blk_data[wb * B + wi] = ent
             wi += 1
             if wi == B:

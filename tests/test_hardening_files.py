@@ -451,3 +451,31 @@ def test_service_snapshots_are_data_and_refused_with_a_reason(tmp_path: Path) ->
     path.write_bytes(raw)
     with pytest.raises(Damaged, match="another service"):
         read_snapshot(path, "run-b")
+
+
+_SWALLOWED = """
+import ctypes, os, signal, sys
+from skpubsub import cli
+signal.signal(signal.SIGINT, cli._on_sigint)
+def cb():
+    os.kill(os.getpid(), signal.SIGINT)  # its handler raises here, inside a callback C code called
+try:
+    with cli.signals_not_swallowed():
+        ctypes.CFUNCTYPE(None)(cb)()
+        for _ in range(int(sys.argv[1])):  # the command goes on: at once done, or a while
+            pass
+    print("went on")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+@pytest.mark.parametrize("work", [0, 3_000_000])
+def test_a_ctrl_c_swallowed_by_a_callback_still_interrupts(work: int) -> None:
+    """A Ctrl-C whose KeyboardInterrupt is raised inside a callback from C (llvmlite's while
+    Numba compiles a kernel) was printed as "Exception ignored" and lost: the run went on to
+    exit 0 (seen in the start-up test on a fresh kernel cache). Inside
+    ``cli.signals_not_swallowed`` it is raised again in the command's own code, whether the
+    command ends at once or runs on; nothing is printed for it."""
+    r = subprocess.run([sys.executable, "-c", _SWALLOWED, str(work)], capture_output=True, text=True, timeout=60)
+    assert (r.stdout, r.stderr) == ("interrupted\n", "")

@@ -363,6 +363,48 @@ def _on_sigint(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def signals_not_swallowed():
+    """A signal whose exception (``_on_sigint``'s KeyboardInterrupt, ``_on_sigterm``'s
+    Signalled) is raised inside a callback that C code calls is printed as "Exception
+    ignored" and lost: a Ctrl-C while Numba compiled a kernel (llvmlite's object-cache
+    callback) let the run go on to exit 0. Such an exception is raised again a millisecond
+    later from SIGALRM, whose handler runs back in the main thread's own code (or on leaving
+    the block), and the run unwinds as for the signal itself (SPEC 7); swallowed again, it
+    is armed again. (Raising
+    the signal from the hook would run its handler inside the hook, and lose it there.)"""
+    import signal
+
+    pending: list[type[BaseException]] = []
+    old_hook = sys.unraisablehook
+
+    def hook(unraisable) -> None:
+        if type(unraisable.exc_value) not in (KeyboardInterrupt, Signalled):
+            old_hook(unraisable)
+            return
+        pending[:] = [type(unraisable.exc_value)]
+        signal.setitimer(signal.ITIMER_REAL, 0.001)
+
+    def again(signum: int, frame: object) -> None:
+        if pending:
+            raise pending.pop()()
+
+    try:
+        old_alarm = signal.signal(signal.SIGALRM, again)
+    except ValueError:  # not the main thread (an embedding): nothing to re-deliver to
+        yield
+        return
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = old_hook
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        if pending:  # swallowed in the command's last millisecond: raised here
+            raise pending.pop()()
+
+
 def _dispatch(a: argparse.Namespace) -> int:
     """Run the command; any error raised once SIGINT has arrived is the interrupt's doing."""
     try:
@@ -404,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
             a.window = Window.parse(a.window)
         if hasattr(a, "space"):
             a.space = Space.parse(a.space)
-        return _dispatch(a)
+        with signals_not_swallowed():
+            return _dispatch(a)
     except (UsageError, ValueError) as exc:
         abort_open()
         print(f"skpubsub: {'' if isinstance(exc, MissingExtra) else 'error: '}{exc}", file=sys.stderr)

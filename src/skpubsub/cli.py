@@ -371,8 +371,8 @@ def signals_not_swallowed():
     callback) let the run go on to exit 0. Such an exception is raised again a millisecond
     later from SIGALRM, whose handler runs back in the main thread's own code (or on leaving
     the block), and the run unwinds as for the signal itself (SPEC 7); swallowed again, it
-    is armed again. (Raising
-    the signal from the hook would run its handler inside the hook, and lose it there.)"""
+    is armed again. (Raising the signal from the hook would run its handler inside the hook,
+    and lose it there.)"""
     import signal
 
     pending: list[type[BaseException]] = []
@@ -391,7 +391,7 @@ def signals_not_swallowed():
 
     try:
         old_alarm = signal.signal(signal.SIGALRM, again)
-    except ValueError:  # not the main thread (an embedding): nothing to re-deliver to
+    except (ValueError, AttributeError):  # not the main thread (an embedding), or no SIGALRM (Windows)
         yield
         return
     sys.unraisablehook = hook

@@ -147,7 +147,7 @@ def _alive_posted_twice(eng: Engine) -> None:
     o = int(np.flatnonzero(oc.alive[: oc.top])[0])
     kw = int(eng.objs.keywords(o)[0])
     eng.alive.store.reserve(1, 1)
-    P.append(eng.alive.store.arrays, np.int64(kw), (np.int64(o) << 32) | (int(oc.seq[o]) & 0xFFFFFFFF))
+    P.append(eng.alive.store.arrays, np.int64(kw), (np.int64(o) << 32) | (int(oc.seq[o]) & 0xFFFFFFFF), P.NO_FILTER)
 
 
 def _object_leaked(eng: Engine) -> None:

@@ -25,7 +25,7 @@ def test_summary_covers_every_list_and_drops_stale_bits():
     pre = [(-(305 + 1), 0), (level_key(309, 3, 2, 5, lmax), 3 + 1)]  # posted before tracking starts
     st.reserve(2, 2)
     for key, _ in pre:
-        P.append(st.plain, np.int64(key), np.int64(1))
+        P.append(st.plain, np.int64(key), np.int64(1), P.NO_FILTER)
     st.track_levels(lmax)
     assert _bits(st, 305) == 1 and _bits(st, 309) == 1 << 4
     made = []
@@ -38,7 +38,7 @@ def test_summary_covers_every_list_and_drops_stale_bits():
             g = 1 << level
             key = int(level_key(w, level, int(rng.integers(0, g)), int(rng.integers(0, g)), lmax))
         st.reserve(1, 1)
-        P.append(st.plain, np.int64(key), np.int64(len(made)))
+        P.append(st.plain, np.int64(key), np.int64(len(made)), P.NO_FILTER)
         made.append((w, level, key))
         assert _bits(st, w) >> (level + 1) & 1, (w, level)
     st._check()  # every live list's level bit is set

@@ -14,18 +14,45 @@ from skpubsub.runtime.engines import make_engine
 from skpubsub.store.subscriptions import SubTable
 
 
+def _filtered(store: P.PostingStore) -> dict[int, list]:
+    """Every list's entries with their filters beside them, by key."""
+    keys, ents, at = store._flat()
+    rows = list(zip(ents.tolist(), store.blk_filter[at].tolist())) if len(store.blk_filter) else ents.tolist()
+    return {k: [r for r, kk in zip(rows, keys.tolist()) if kk == k] for k in set(keys.tolist())}
+
+
+def _same(a: P.PostingStore, b: P.PostingStore) -> bool:
+    return _filtered(a) == _filtered(b)
+
+
+def _filters(rng, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=P.FILTER)
+    for name in ("x1", "y1", "x2", "y2"):
+        out[name] = rng.normal(size=n)
+    out["sig"] = rng.integers(0, 2**32, size=n)
+    return out
+
+
 def test_append_many_equals_appends_in_turn():
+    """With filters beside the entries (the grid's) and without (alive objects)."""
     rng = np.random.default_rng(7)
-    a, b = P.PostingStore(4, 8), P.PostingStore(4, 8)
+    for filtered in (False, True):
+        _append_many_in_turn(rng, filtered)
+
+
+def _append_many_in_turn(rng, filtered):
+    a, b = P.PostingStore(4, 8, filters=filtered), P.PostingStore(4, 8, filters=filtered)
     for rnd in range(4):  # onto lists already there, some with part-filled tails, and freed ids
         keys = rng.integers(-50, 400, size=3000 + rnd).astype(np.int64)
         ents = rng.integers(0, 2**40, size=len(keys)).astype(np.int64)
-        a.append_many(keys, ents)
+        fl = _filters(rng, len(keys))
+        a.append_many(keys, ents, fl)
         b.reserve(len(keys), len(keys))
-        for k, e in zip(keys.tolist(), ents.tolist()):
-            P.append(b.plain, k, e)
+        for k, e, f in zip(keys.tolist(), ents.tolist(), fl.tolist()):
+            P.append(b.plain, k, e, (*map(np.float32, f[:4]), np.uint32(f[4])))
         ca, cb = a.contents(), b.contents()
         assert ca.keys() == cb.keys() and all(np.array_equal(ca[k], cb[k]) for k in ca)
+        assert _same(a, b)
         a._check()
         assert 2 * len(ca) <= len(a.h_keys) < 8 * max(len(ca), 64)  # sized to the keys, not the entries
         p = P.lookup(a.h_keys, a.h_vals, int(keys[0]))  # empty one list: its id is reused next round
@@ -34,11 +61,11 @@ def test_append_many_equals_appends_in_turn():
         P.truncate(b.arrays, q, -1, 0, len(cb[int(keys[0])]))
     keys = np.repeat(np.array([5, -3], dtype=np.int64), 5000)[rng.permutation(10000)]  # long runs
     ents = np.arange(10000, dtype=np.int64)
-    a.append_many(keys, ents)
+    a.append_many(keys, ents, np.zeros(10000, P.FILTER))
     got = a.contents()
     for k in (5, -3):
         assert np.array_equal(got[k][-int((keys == k).sum()):], ents[keys == k])
-    a.append_many(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    a.append_many(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0, P.FILTER))
     a._check()
 
 
@@ -47,25 +74,25 @@ def test_append_many_of_mostly_distinct_keys_equals_appends_in_turn():
     new or long open with its tail block at any fill (``_append_runs``' three passes, its
     prefetches ``AHEAD`` runs early), over many calls and growths of every array."""
     rng = np.random.default_rng(11)
-    a, b = P.PostingStore(4, 8), P.PostingStore(4, 8)
+    a, b = P.PostingStore(4, 8, filters=True), P.PostingStore(4, 8, filters=True)
     for rnd in range(12):
         n = int(rng.integers(1, 4000))
         keys = rng.integers(-3000, 30000, size=n).astype(np.int64)
         keys[: n // 10] = keys[0]  # one long run among the short ones
         rng.shuffle(keys)
         ents = rng.integers(0, 2**40, size=n).astype(np.int64)
-        a.append_many(keys, ents)
+        fl = _filters(rng, n)
+        a.append_many(keys, ents, fl)
         b.reserve(n, n)
-        for k, e in zip(keys.tolist(), ents.tolist()):
-            P.append(b.plain, k, e)
+        for k, e, f in zip(keys.tolist(), ents.tolist(), fl.tolist()):
+            P.append(b.plain, k, e, (*map(np.float32, f[:4]), np.uint32(f[4])))
         for k in rng.choice(keys, size=3).tolist():  # empty a few lists: their ids and blocks are reused
             p, q = P.lookup(a.h_keys, a.h_vals, k), P.lookup(b.h_keys, b.h_vals, k)
             if p >= 0:
                 m = len(a.contents()[k])
                 P.truncate(a.arrays, p, -1, 0, m)
                 P.truncate(b.arrays, q, -1, 0, m)
-        ca, cb = a.contents(), b.contents()
-        assert ca.keys() == cb.keys() and all(np.array_equal(ca[k], cb[k]) for k in ca), rnd
+        assert _same(a, b), rnd
         a._check()
 
 

@@ -407,7 +407,7 @@ def segment_items(off: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def grown(a: np.ndarray, capacity: int, fill) -> np.ndarray:
-    """A copy of ``a`` with room for ``capacity`` items, the new ones at ``fill``."""
-    out = np.full(capacity, fill, dtype=a.dtype)
+    """A copy of ``a`` with room for ``capacity`` items (rows), the new ones at ``fill``."""
+    out = np.full((capacity,) + a.shape[1:], fill, dtype=a.dtype)
     out[: len(a)] = a
     return out

@@ -33,6 +33,7 @@ class Postings(NamedTuple):
     blk_free: np.ndarray
     meta: np.ndarray
     lv: np.ndarray  # a grid store's levels per token (``PostingStore.track_levels``)
+    blk_filter: np.ndarray  # each entry's filter (``postings.FILTER``), when the store keeps them
 
 
 class Subs(NamedTuple):

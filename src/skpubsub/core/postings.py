@@ -1,6 +1,9 @@
 """Compiled posting lists: a hash map from int64 keys to block-linked lists of entries.
 
-Entries are ``slot << 32 | epoch``. Deletion is lazy: an entry is dropped when a
+Entries are ``slot << 32 | epoch``; a store may keep beside each a filter (``filters``: a
+float32 box x1, y1, x2, y2 and a keyword signature, ``FILTER``), which its owner's scan tests
+before it reads the entry's records (the grid: a range subscription's rectangle rounded
+outward, an `all` subscription's keyword bits). Deletion is lazy: an entry is dropped when a
 scan finds it invalid (its subscription's epoch moved on, or its region no
 longer covers the posting's cell), so deleting or shrinking a subscription costs
 nothing at the time. Scans compact the list they read in place.
@@ -27,12 +30,15 @@ EMPTY = np.int64(-(2**62))  # an unused hash slot
 # M_DROPS: lists emptied since ``lv`` was last made exact
 M_POSTINGS, M_FREE_TOP, M_NEXT_BLOCK, M_KEYS, M_ENTRIES, M_PFREE_TOP, M_LMAX, M_DROPS = 0, 1, 2, 3, 4, 5, 6, 7
 ALL_LEVELS = np.int64(-1)  # ``levels_of`` when no summary is kept: every level may hold a list
+FILTER = np.dtype([("x1", np.float32), ("y1", np.float32), ("x2", np.float32), ("y2", np.float32), ("sig", np.uint32)])
+NO_FILTER = (np.float32(0), np.float32(0), np.float32(0), np.float32(0), np.uint32(0))  # ``append``'s, without filters
+NO_FILTERS = np.zeros(0, dtype=FILTER)
 
 
 class PostingStore:
     """All posting lists of one index. ``nbytes`` is its exact array memory."""
 
-    def __init__(self, postings: int = 1024, blocks: int = 4096) -> None:
+    def __init__(self, postings: int = 1024, blocks: int = 4096, filters: bool = False) -> None:
         cap = 1
         while cap < 2 * postings:
             cap *= 2
@@ -45,6 +51,8 @@ class PostingStore:
         self.p_free = np.zeros(postings, dtype=np.int32)  # ids of emptied lists, for reuse
         self.blk_next = np.full(blocks, -1, dtype=np.int32)
         self.blk_data = np.zeros(blocks * B, dtype=np.int64)
+        # each entry's filter (``filters``; none kept: empty), moved with its entry
+        self.blk_filter = np.zeros(blocks * B if filters else 0, dtype=FILTER)
         self.blk_free = np.zeros(blocks, dtype=np.int32)
         self.meta = np.zeros(8, dtype=np.int64)
         # A grid's store (``track_levels``): per token (hashed, ``lv[token & (len - 1)]``) a bit
@@ -96,6 +104,8 @@ class PostingStore:
             cap = max(len(self.blk_next) + need_b - free, 2 * len(self.blk_next))
             self.blk_next = grown(self.blk_next, cap, -1)
             self.blk_data = grown(self.blk_data, cap * B, 0)
+            if len(self.blk_filter):
+                self.blk_filter = grown(self.blk_filter, cap * B, 0)
             self.blk_free = grown(self.blk_free, cap, 0)
 
     def grow_for(self, entries: int) -> None:
@@ -103,13 +113,14 @@ class PostingStore:
         goes on (each short array at least doubles, so growth on demand is amortised O(1))."""
         self.reserve(entries, entries)
 
-    def append_many(self, keys: np.ndarray, ents: np.ndarray) -> None:
+    def append_many(self, keys: np.ndarray, ents: np.ndarray, filters: np.ndarray | None = None) -> None:
         """``append(key, entry)`` of each pair in turn, in bulk: each list ends with the same
         entries in the same order, O(n log n). The pairs are grouped by key (a sort), the
         distinct keys counted, so the store grows once to what they need, not to the worst
         case of every entry a new list; then each key is probed once, in the order of its hash
         slot (the table is walked front to back, not at random), and its run of entries
-        appended in one go into consecutive blocks. (1M range subscriptions: 3.1M entries
+        appended in one go into consecutive blocks; ``filters`` (one per pair, ``FILTER``) beside
+        them when the store keeps filters. (1M range subscriptions: 3.1M entries
         under 0.36M keys; per-entry appends probing at random cost 1.5 s of CPU.)"""
         n = len(keys)
         if not n:
@@ -123,7 +134,9 @@ class PostingStore:
         self.reserve(len(starts) - 1, n)
         first = sk[starts[:-1]]
         home = ((first.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & np.uint64(len(self.h_keys) - 1)).view(np.int64)
-        _append_runs(self.plain, first, starts, np.argsort(home), home, ents[order], np.empty(2 * len(first), dtype=np.int64))
+        fl = filters[order] if len(self.blk_filter) else NO_FILTERS
+        _append_runs(self.plain, first, starts, np.argsort(home), home, (ents[order], fl),
+                     np.empty(2 * len(first), dtype=np.int64))
 
     @property
     def arrays(self) -> Postings:
@@ -138,7 +151,7 @@ class PostingStore:
     def _layouts(self) -> tuple[Postings, tuple]:
         return cached(self, (len(self.h_keys), len(self.p_head), len(self.blk_next)), lambda: Postings(
             self.h_keys, self.h_vals, self.p_head, self.p_tail, self.p_fill, self.p_key, self.p_free, self.blk_next,
-            self.blk_data, self.blk_free, self.meta, self.lv))
+            self.blk_data, self.blk_free, self.meta, self.lv, self.blk_filter))
 
     @property
     def entries(self) -> int:
@@ -169,6 +182,7 @@ class PostingStore:
         assert all(len(a) == npl for a in (self.p_tail, self.p_fill, self.p_key, self.p_free)), "list arrays"
         nb = len(self.blk_next)
         assert len(self.blk_data) == nb * B and len(self.blk_free) == nb, "block arrays"
+        assert len(self.blk_filter) in (0, nb * B), "filters"
         assert 0 <= n_post <= npl and 0 <= pfree_top <= n_post, ("list counters", n_post, pfree_top, npl)
         assert 0 <= next_block <= nb and 0 <= free_top <= next_block, ("block counters", next_block, free_top, nb)
         # the hash table
@@ -256,17 +270,18 @@ class PostingStore:
         order = np.lexsort((position, owner))
         return blk[order], owner[order], position[order], last
 
-    def _flat(self) -> tuple[np.ndarray, np.ndarray]:
-        """(key, entry) of every entry, list by list in chain order (a test helper, O(size))."""
+    def _flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(key, entry, position in ``blk_data``) of every entry, list by list in chain order
+        (a test helper, O(size))."""
         live = np.flatnonzero(self.p_head[: int(self.meta[M_POSTINGS])] >= 0)
         blk, owner, _, last = self._chains(live, int(self.meta[M_NEXT_BLOCK]))
         count = np.where(blk == last[owner], self.p_fill[live][owner], B)
         slots = (blk[:, None] * B + np.arange(B)[None, :])[np.arange(B)[None, :] < count[:, None]]
-        return np.repeat(self.p_key[live][owner], count), self.blk_data[slots]
+        return np.repeat(self.p_key[live][owner], count), self.blk_data[slots], slots
 
     def contents(self) -> dict[int, np.ndarray]:
         """Every list's entries in order, by key (a test helper)."""
-        keys, ents = self._flat()
+        keys, ents, _ = self._flat()
         if not len(keys):
             return {}
         cut = np.flatnonzero(np.diff(keys)) + 1  # _flat keeps each list's entries together
@@ -403,7 +418,7 @@ def _new_block(blk_next, blk_free, meta):
 @njit(inline="always", cache=True)
 def _list_of(st, key):
     """The list id of ``key`` in store ``st``, opened empty if absent (room reserved)."""
-    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv = st
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
     i = slot_of(h_keys, key)
     if h_keys[i] == EMPTY:
         if meta[M_PFREE_TOP] > 0:
@@ -427,10 +442,11 @@ def _list_of(st, key):
 
 
 @njit(cache=True)
-def append(st, key, entry):
+def append(st, key, entry, filt):
     """Append ``entry`` to the list of ``key`` (created if absent) in store ``st`` (a
-    ``Postings``, or the same as a plain tuple). Capacity reserved by the caller."""
-    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv = st
+    ``Postings``, or the same as a plain tuple), with ``filt`` (``FILTER``'s fields, a tuple)
+    if the store keeps filters. Capacity reserved by the caller."""
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
     p = _list_of(st, key)
     t = p_tail[p]
     if t < 0:
@@ -445,7 +461,11 @@ def append(st, key, entry):
         p_tail[p] = b
         p_fill[p] = 0
         t = b
-    blk_data[t * B + p_fill[p]] = entry
+    at = t * B + p_fill[p]
+    blk_data[at] = entry
+    if len(blk_filter):
+        f = blk_filter[at]
+        f.x1, f.y1, f.x2, f.y2, f.sig = filt
     p_fill[p] += 1
     meta[M_ENTRIES] += 1
 
@@ -490,14 +510,15 @@ AHEAD = 16  # runs ahead that _append_runs asks for the lines it will touch
 
 
 @njit(cache=True)
-def _append_runs(st, first, starts, korder, home, ents, at):
-    """Append ``ents[starts[r]:starts[r + 1]]`` to the list of key ``first[r]`` for each run
+def _append_runs(st, first, starts, korder, home, payload, at):
+    """Append ``ents[starts[r]:starts[r + 1]]`` (``payload``: the entries and their filters) to the list of key ``first[r]`` for each run
     ``r`` in ``korder`` (room reserved): ``append``'s result, one probe per key (``home``:
     each key's hash slot). In three passes over the runs (``at``: scratch, two per run): the
     list of each key (the hash probes), its tail block and fill, then the writes, the first
     and last asking ``AHEAD`` runs early for the lines they will touch (``_prefetch``). One pass
     doing all three per run waited on a cache miss at each step (NOTES.md, bulk appends)."""
-    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv = st
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
+    ents, filters = payload
     nr = len(korder)
     for i in range(nr):
         if i + AHEAD < nr:
@@ -526,6 +547,8 @@ def _append_runs(st, first, starts, korder, home, ents, at):
                 t = b
                 f = 0
             blk_data[t * B + f] = ents[j]
+            if len(blk_filter):
+                blk_filter[t * B + f] = filters[j]
             f += 1
         p_tail[p] = t
         p_fill[p] = f
@@ -543,10 +566,15 @@ def _free_chain(b, blk_next, blk_free, meta):
 
 
 @njit(inline="always", cache=True)
-def keep(e, wb, wi, blk_next, blk_data):
-    """Write entry ``e`` at the cursor (block ``wb``, index ``wi``) of an in-place
-    compaction; returns the advanced cursor. A scan that drops entries ends with ``truncate``."""
-    blk_data[wb * B + wi] = e
+def keep(ri, wb, wi, blk_next, blk_data, blk_filter):
+    """Move the entry at ``ri`` (and its filter, if the store keeps filters) to the cursor (block
+    ``wb``, index ``wi``) of an in-place compaction; returns the advanced cursor. A scan that
+    drops entries ends with ``truncate``."""
+    w = wb * B + wi
+    if w != ri:
+        blk_data[w] = blk_data[ri]
+        if len(blk_filter):
+            blk_filter[w] = blk_filter[ri]
     wi += 1
     if wi == B:
         return blk_next[wb], 0
@@ -567,7 +595,7 @@ def read(p, live, where, st, stamp, store, out, n):
     """THE list reader: append to ``out[n:]`` the live ids of list ``p`` (``entry_id``) not
     stamped ``st``, stamping them (``st`` -1: all of them, ``stamp`` untouched), and compact
     the list in place, dropping what is no longer live. Returns the new end of ``out``."""
-    blk_next, blk_data = store.blk_next, store.blk_data
+    blk_next, blk_data, blk_filter = store.blk_next, store.blk_data, store.blk_filter
     rb = store.p_head[p]
     wb = rb
     wi = 0
@@ -580,7 +608,7 @@ def read(p, live, where, st, stamp, store, out, n):
             if i < 0:
                 dropped += 1
                 continue
-            wb, wi = keep(ent, wb, wi, blk_next, blk_data)
+            wb, wi = keep(rb * B + ri, wb, wi, blk_next, blk_data, blk_filter)
             if st < 0:
                 out[n] = i
                 n += 1

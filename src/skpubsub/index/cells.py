@@ -81,6 +81,29 @@ def extent(r, maxdist, out):
 
 
 @njit(inline="always", cache=True)
+def filter_box(r):
+    """The float32 box posted beside each entry of subscription record ``r`` (``postings``'
+    boxes; ``probe._read_list`` tests it first): a range subscription's rectangle rounded
+    outward, so it holds every point the rectangle does; else the whole plane (a kNN or top-k
+    region may be tightened in place, so a box taken at posting could come to exclude it)."""
+    if r.kind != K_RANGE:
+        return np.float32(-np.inf), np.float32(-np.inf), np.float32(np.inf), np.float32(np.inf)
+    return _down(r.rx1), _down(r.ry1), _up(r.rx2), _up(r.ry2)
+
+
+@njit(inline="always", cache=True)
+def _down(v):
+    f = np.float32(v)
+    return np.nextafter(f, np.float32(-np.inf)) if np.float64(f) > v else f
+
+
+@njit(inline="always", cache=True)
+def _up(v):
+    f = np.float32(v)
+    return np.nextafter(f, np.float32(np.inf)) if np.float64(f) < v else f
+
+
+@njit(inline="always", cache=True)
 def box_at(level, ext, geo, out):
     """Cell box of rectangle ``ext`` on ``level`` into ``out[0:4]``; returns its cell count."""
     g = 1 << level

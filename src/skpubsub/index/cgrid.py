@@ -35,7 +35,7 @@ import numpy as np
 
 from ..core.config import Space
 from ..core.columns import grown, grown_records, segment_items
-from ..store.subscriptions import K_TOPK, SubTable
+from ..store.subscriptions import K_RANGE, K_TOPK, SubTable
 from ..core.vocab import Vocabulary
 from ..core import postings as P
 from ..core.layouts import Directory, Grid, cached, uncached
@@ -43,7 +43,7 @@ from .base import SubscriptionIndex
 from .cells import box_at, decode_key, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
-from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, new_one, place_slot,
+from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, Keywords, One, entries_of, new_one, place_slot,
                       post_many, post_slot, region_of, regions, register_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import _has_entry, kw_sig, scan, sweep
@@ -98,7 +98,7 @@ class CompiledGrid(SubscriptionIndex):
         self.counts = new_counts(self.lmax) if self.theta_n > 0 else np.zeros(0, dtype=np.int64)
         self.max_cells = max(1, int(max_cells))
         self.geo = np.array([space.x1, space.y1, space.x2 - space.x1, space.y2 - space.y1, space.maxdist])
-        self.store = P.PostingStore()
+        self.store = P.PostingStore(filters=True)
         self._slots = grown_records(None, 1024, SLOT_FIELDS)
         self._bind()
         self.rb = np.zeros(0, dtype=np.float32)  # prefix.prefix_bounds of top-k keywords, by keyword pool offset
@@ -126,7 +126,7 @@ class CompiledGrid(SubscriptionIndex):
         self.__dict__.update(state)
         self._slots = grown_records(self._slots, len(self._slots), SLOT_FIELDS)  # aligned again
         self._bind()
-        self.store = P.PostingStore()
+        self.store = P.PostingStore(filters=True)
         self.live_entries = 0
         active = self.subs.cols.active
         for s in np.nonzero(self.nkw)[0].tolist():  # posted slots (a deleted one has nkw 0)
@@ -315,9 +315,9 @@ class CompiledGrid(SubscriptionIndex):
         n = regions(slots, subs, grid, np.empty(4))
         toks = np.empty(self.subs.max_kw, dtype=np.int64)
         if n >= BULK:  # grouped by key (PostingStore.append_many)
-            keys, ents = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
-            entries_of(slots, subs, grid, toks, keys, ents)
-            self.store.append_many(keys, ents)
+            keys, ents, filters = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n, P.FILTER)
+            entries_of(slots, subs, grid, toks, keys, ents, filters)
+            self.store.append_many(keys, ents, filters)
         else:
             # Blocks for the entries now; keys and lists on demand (postings.room): they number
             # far fewer than the entries (1M range subscriptions: 3.1M entries in 0.36M lists).
@@ -343,7 +343,9 @@ class CompiledGrid(SubscriptionIndex):
         self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 and self.tok[s] < 0 else -1
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
-        post_slot(self.store.plain, s, self.epoch[s], int(self.level[s]), self.box[s], kws, self.lmax)
+        lay = self.subs.layout
+        post_slot(self.store.plain, Keywords(lay.rec, lay.kw_id), s, self.epoch[s], int(self.level[s]), self.box[s],
+                  kws, self.lmax)
         self.live_entries += n
 
     def refresh(self, objects: int) -> int:
@@ -467,7 +469,7 @@ class CompiledGrid(SubscriptionIndex):
         # Live entries (the rule of postings.read: active, current epoch, this level, box covers the
         # cell): a posted slot has one in each of its cells x tokens, none twice in a list,
         # and ``live_entries`` counts them all.
-        keys, ents = st._flat()
+        keys, ents, at = st._flat()
         s = ents >> 32
         assert np.all((s >= 0) & (s < c.capacity) & (s < len(self.epoch))), "an entry of no slot"
         stride = (4 ** (self.lmax + 1) - 1) // 3  # cells.decode_key, for every entry at once
@@ -483,6 +485,18 @@ class CompiledGrid(SubscriptionIndex):
         ok = c.active[s] & (self.epoch[s] == (ents & 0xFFFFFFFF)) & (self.level[s] == level) & (
             (level < 0) | ((b[:, 0] <= cx) & (cx <= b[:, 2]) & (b[:, 1] <= cy) & (cy <= b[:, 3])))
         ls, lk = s[ok], keys[ok]
+        # each live entry's filter (placing.entry_filter): its range rectangle rounded outward (else the
+        # plane) and its slot's keyword signature
+        fl = st.blk_filter[at[ok]]
+        rng = c.kind[ls] == K_RANGE
+        for name, way in (("x1", -np.inf), ("y1", -np.inf), ("x2", np.inf), ("y2", np.inf)):
+            v = getattr(c, "r" + name)[ls[rng]]
+            f = v.astype(np.float32)
+            inward = f.astype(np.float64) > v if way < 0 else f.astype(np.float64) < v
+            want = np.full(len(ls), way, dtype=np.float32)
+            want[rng] = np.where(inward, np.nextafter(f, np.float32(way)), f)
+            assert np.array_equal(fl[name], want), ("a live entry's filter box is not its slot's", name)
+        assert np.array_equal(fl["sig"], self.sig[ls]), "a live entry's signature is not its slot's"
         order = np.lexsort((ls, lk))
         ls_o, lk_o = ls[order], lk[order]
         assert not np.any((ls_o[1:] == ls_o[:-1]) & (lk_o[1:] == lk_o[:-1])), "a slot's live entry twice in one list"

@@ -21,7 +21,7 @@ from numba.experimental import structref
 
 from ..core import postings as P
 from ..store.subscriptions import K_RANGE, K_TOPK
-from .cells import best_level, extent, level_key
+from .cells import best_level, extent, filter_box, level_key
 from .nodecost import finest_cells, plain_cells, slot_level
 from .pairs import assign_many
 from .prefix import NC, post_tokens, prefix_bounds
@@ -29,19 +29,21 @@ from .probe import kw_sig
 
 
 @njit(cache=True)
-def post_slot(st, s, epoch, level, box, kws, lmax):
+def post_slot(st, subs, s, epoch, level, box, kws, lmax):
     """Entries of slot ``s`` (``epoch``) under each token of ``kws`` in the cells ``box`` of
-    ``level`` (-1: the global lists) of store ``st``; returns how many."""
+    ``level`` (-1: the global lists) of store ``st``, each with its filter (``entry_filter``
+    of ``subs``, a ``Keywords``); returns how many."""
     entry = (np.int64(s) << 32) | epoch
+    fb = entry_filter(subs.rec[s], subs.kw_id)
     n = 0
     for w in kws:
         if level < 0:
-            P.append(st, -(np.int64(w) + 1), entry)
+            P.append(st, -(np.int64(w) + 1), entry, fb)
             n += 1
             continue
         for cx in range(box[0], box[2] + 1):
             for cy in range(box[1], box[3] + 1):
-                P.append(st, level_key(w, level, cx, cy, lmax), entry)
+                P.append(st, level_key(w, level, cx, cy, lmax), entry, fb)
                 n += 1
     return n
 
@@ -87,6 +89,16 @@ def _sig(r, kw_id):
     if r.match_all and r.kw_len > 1:
         return kw_sig(kw_id[r.kw_off:r.kw_off + r.kw_len])
     return np.int64(0)
+
+
+@njit(inline="always", cache=True)
+def entry_filter(r, kw_id):
+    """The filter posted beside each entry of record ``r``'s slot (``postings.FILTER``, what
+    ``probe._read_list`` tests before the slot's records): ``cells.filter_box`` and ``_sig``.
+    Both stay the slot's while its entries live: a range rectangle and the keywords never
+    change, and a kNN or top-k region's box is the whole plane."""
+    x1, y1, x2, y2 = filter_box(r)
+    return x1, y1, x2, y2, np.uint32(_sig(r, kw_id))
 
 
 @njit(cache=True)
@@ -166,14 +178,15 @@ def post_many(slots, subs, grid, toks):
         cells = 1 if sl[s].level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
         if not P.room(st, n * cells):
             return i
-        post_slot(st, s, sl[s].epoch, np.int64(sl[s].level), box, toks[:n], grid.lmax)
+        post_slot(st, Keywords(subs.rec, subs.kw_id), s, sl[s].epoch, np.int64(sl[s].level), box, toks[:n],
+                  grid.lmax)
     return len(slots)
 
 
 @njit(cache=True)
-def entries_of(slots, subs, grid, toks, keys, ents):
-    """``post_many``'s (key, entry) pairs, in its order, into ``keys`` and ``ents``: for
-    ``PostingStore.append_many``. Returns how many. (``cells.level_key`` with its level's
+def entries_of(slots, subs, grid, toks, keys, ents, filters):
+    """``post_many``'s (key, entry, filter) triples, in its order, into ``keys``, ``ents``
+    and ``filters``: for ``PostingStore.append_many``. Returns how many. (``cells.level_key`` with its level's
     terms taken out of the loop over the cells.)"""
     sl = grid.slots
     lmax = grid.lmax
@@ -190,11 +203,10 @@ def entries_of(slots, subs, grid, toks, keys, ents):
         level = np.int64(sl[s].level)
         box = sl[s].box
         entry = (np.int64(s) << 32) | sl[s].epoch
+        fb = entry_filter(r, kw_id)
         if level < 0:
             for w in toks[:m]:
-                keys[n] = -(np.int64(w) + 1)
-                ents[n] = entry
-                n += 1
+                n = _entry(keys, ents, filters, n, -(np.int64(w) + 1), entry, fb)
             continue
         first = (np.int64(4) ** level - 1) // 3
         g = np.int64(1) << level
@@ -203,13 +215,21 @@ def entries_of(slots, subs, grid, toks, keys, ents):
             base = np.int64(w) * stride + first
             for cx in range(x0, x1 + 1):
                 for cy in range(y0, y1 + 1):
-                    keys[n] = base + cx * g + cy
-                    ents[n] = entry
-                    n += 1
+                    n = _entry(keys, ents, filters, n, base + cx * g + cy, entry, fb)
     return n
 
 
-class _Keywords(NamedTuple):
+@njit(inline="always", cache=True)
+def _entry(keys, ents, filters, n, key, entry, fb):
+    """``entries_of``'s triple ``n``; returns ``n + 1``."""
+    keys[n] = key
+    ents[n] = entry
+    f = filters[n]
+    f.x1, f.y1, f.x2, f.y2, f.sig = fb
+    return n + 1
+
+
+class Keywords(NamedTuple):
     """What ``slot_level`` reads of a ``Subs`` layout."""
 
     rec: np.ndarray
@@ -237,7 +257,7 @@ def region_of(s, rec, kw_id, slots, geo, counts, freq, consts, ext, cell):
         cell[:] = -1
         return -1
     levels = _Levels(slots, geo, consts[0], consts[1], counts, consts[2], consts[3], freq)
-    return slot_level(s, _Keywords(rec, kw_id), levels, ext, cell)
+    return slot_level(s, Keywords(rec, kw_id), levels, ext, cell)
 
 
 @njit(cache=True)
@@ -325,7 +345,7 @@ def place_slot(s, one, assign):
         if r.match_all and r.kw_len > 1 and (one.kinds >> r.kind) & 1 and not one.cost_ok[0]:
             return NEED_COST, 0, 0, False, 0, False
         one.one[0] = s
-        if assign_many(one.one, _Keywords(rec, kw_id), one.kinds, one.book, one.cost, one.tok, one.pair_of,
+        if assign_many(one.one, Keywords(rec, kw_id), one.kinds, one.book, one.cost, one.tok, one.pair_of,
                        one.srt) == 0:
             return NEED_BOOK, 0, 0, False, 0, False
     sl = slots[s]
@@ -340,7 +360,7 @@ def place_slot(s, one, assign):
     ext = one.ext
     if extent(r, one.geo[4], ext):
         levels = _Levels(slots, one.geo, lmax, max_cells, one.counts, consts[2], np.int64(consts[3]), freq)
-        level = slot_level(s, _Keywords(rec, kw_id), levels, ext, box)
+        level = slot_level(s, Keywords(rec, kw_id), levels, ext, box)
     else:
         level = -1
         box[:] = -1
@@ -348,7 +368,7 @@ def place_slot(s, one, assign):
     sl.level = level
     sl.pending = False
     toks = one.toks
-    n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq), toks)
+    n = _tokens(s, Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq), toks)
     sl.nkw = n
     sl.kw0 = toks[0] if r.match_all and n == 1 and sl.tok < 0 else -1  # place's rule (refresh reads it)
     sl.sig = _sig(r, kw_id)
@@ -356,7 +376,7 @@ def place_slot(s, one, assign):
     st = one.store
     if not P.room(st, n * cells):
         return DONE, old, n * cells, False, st.meta[P.M_ENTRIES], topk
-    post_slot(st, s, sl.epoch, np.int64(level), box, toks[:n], lmax)
+    post_slot(st, Keywords(rec, kw_id), s, sl.epoch, np.int64(level), box, toks[:n], lmax)
     return DONE, old, n * cells, True, st.meta[P.M_ENTRIES], topk
 
 

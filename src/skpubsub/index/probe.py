@@ -55,10 +55,11 @@ def scan(x, y, okw, st, active, grid, cands, osig, once):
     nothing precomputed), so a slot posted under one token is taken unstamped (``_read_list``).
 
     ``osig``: the object's keyword signature (``kw_sig``; -1 takes every live slot). A slot
-    whose own signature (``slots.sig``: an ``all`` subscription's keywords, else 0) has a
-    bit outside it lacks a keyword the object would need, so it is not a candidate: the
-    keyword test's certain failures rejected on the record line the liveness test reads
-    (index/NOTES.md, "Keyword signatures").
+    whose own signature (``slots.sig``: an ``all`` subscription's keywords, else 0; posted
+    beside each of its entries, ``placing.entry_filter``) has a bit outside it lacks a
+    keyword the object would need, so it is not a candidate: the keyword test's certain
+    failures rejected before the slot's records are read (index/NOTES.md, "Keyword
+    signatures", "Entry filters").
 
     ``postings.read`` with the grid's ``entry_id`` written out in the loop, over arrays bound
     once here: passed to a compiled call per list (or per entry), the store's and the
@@ -90,7 +91,7 @@ def scan(x, y, okw, st, active, grid, cands, osig, once):
             p = P.find(h_keys, h_vals, key)
             if p < 0:
                 continue
-            nc = _read_list(p, level, cx, cy, lists, st, cands, nc, ~osig, once)
+            nc = _read_list(p, (level, cx, cy, x, y), lists, st, cands, nc, ~osig, once)
     return nc
 
 
@@ -99,23 +100,29 @@ def _lists(store, active, slots):
     """The arrays a list read touches, bound once per scan or sweep (a plain tuple: the
     reader is inlined, so they are not counted again per list)."""
     return (store, active, slots.epoch, slots.level, slots.box, slots.stamp, store.p_head, store.p_tail,
-            store.p_fill, store.blk_next, store.blk_data, slots.sig, slots.nkw)
+            store.p_fill, store.blk_next, store.blk_data, slots.nkw, store.blk_filter)
 
 
 @njit(inline="always", cache=True)
-def _read_list(p, level, cx, cy, lists, st, cands, nc, miss, once):
-    """``postings.read`` of list ``p`` (cell (cx, cy) of ``level``) with the grid's
-    ``entry_id`` written out: each live entry (active, current epoch, this level, its box
-    covers the cell) is kept in place (``postings.keep``'s compaction, written only once an
-    entry was dropped before it) and, unless its signature has a bit in ``miss`` (the bits
-    the object lacks), appended to ``cands[nc:]``: with ``once``, at once when the slot is
-    posted under one token (``nkw``: its one live entry a cell, the object in one cell a
-    level, the object's tokens distinct, so it meets the object once), else unless stamped
-    ``st`` already (then stamped); the rest are dropped (``truncate``). Returns the new end
-    of ``cands``. So most entries cost no write: on range_1m a scan wrote every entry back
-    and stamped every candidate's record (index/NOTES.md, "The scan writes only what
-    changed")."""
-    store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data, sig, nkw = lists
+def _read_list(p, at, lists, st, cands, nc, miss, once):
+    """``postings.read`` of list ``p`` for an object at (x, y) in cell (cx, cy) of ``level``
+    (``at``), with the grid's ``entry_id`` written out. An entry whose filter (the store's
+    ``blk_filter``, ``placing.entry_filter``) fails is not a candidate, and is passed over
+    without reading its slot's records, live or not: its signature has a bit in ``miss``
+    (the bits the object lacks: a keyword the slot needs), or its box (a range
+    subscription's rectangle, rounded outward) does not hold (x, y). Most entries fail so,
+    and their records, read at random, were the scan's cost (index/NOTES.md, "Entry
+    filters"). Of the others, each live entry (active, current epoch, this level, its box
+    covers the cell) is kept and appended to ``cands[nc:]``: with ``once``, at once when the
+    slot is posted under one token (``nkw``: its one live entry a cell, the object in one cell a level, the
+    object's tokens distinct, so it meets the object once), else unless stamped ``st``
+    already (then stamped); the rest are dropped. Kept entries move only once an entry
+    before them was dropped (``postings.keep``'s compaction written out; ``truncate``
+    ends it): a scan that wrote every entry back dirtied ~500 cache lines an object on
+    range_1m (index/NOTES.md, "The scan writes only what changed"). Returns the new end of
+    ``cands``. (x, y) NaN and ``miss`` 0: every filter passes (``sweep``)."""
+    store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data, nkw, filt = lists
+    level, cx, cy, x, y = at
     B = P.B
     rb = p_head[p]
     tail = p_tail[p]
@@ -125,21 +132,27 @@ def _read_list(p, level, cx, cy, lists, st, cands, nc, miss, once):
     while rb >= 0:
         cnt = B if rb != tail else p_fill[p]
         for ri in range(rb * B, rb * B + cnt):
-            ent = blk_data[ri]
-            s = ent >> 32
-            if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
-                    level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
-                dropped += 1
-                continue
-            # ``postings.keep`` written out, writing only once an entry before was dropped (else
-            # the entry is where it was). Calling ``keep`` with that flag measured ~25% slower
-            # on range_1m's object phase (8.3k against 11.1k objects/s, 2 pairs; cause not found).
+            f = filt[ri]
+            if f.sig & miss or x < f.x1 or x > f.x2 or y < f.y1 or y > f.y2:
+                s = -1  # not a candidate: kept unread (a later object it passes, or a sweep, tests it)
+            else:
+                ent = blk_data[ri]
+                s = ent >> 32
+                if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
+                        level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+                    dropped += 1
+                    continue
+            # ``postings.keep`` written out, moving only once an entry before was dropped (else the
+            # entry is where it was). Calling ``keep`` with that flag measured ~25% slower on
+            # range_1m's object phase (8.3k against 11.1k objects/s, 2 pairs; cause not found).
             if dropped:
-                blk_data[wb * B + wi] = ent
+                w = wb * B + wi
+                blk_data[w] = blk_data[ri]
+                filt[w] = f
             wi += 1
             if wi == B:
                 wb, wi = blk_next[wb], 0
-            if sig[s] & miss:  # lacks a keyword the slot needs (kept: it is live)
+            if s < 0:
                 continue
             if once and nkw[s] == 1:  # posted under one token: one live entry at most meets this object
                 cands[nc] = s
@@ -164,7 +177,7 @@ def sweep(grid, active, st, cands):
     for p in range(store.meta[P.M_POSTINGS]):
         if p_head[p] >= 0:
             level, cx, cy = decode_key(p_key[p], grid.lmax)
-            _read_list(p, level, cx, cy, lists, st, cands, 0, np.int64(0), False)
+            _read_list(p, (level, cx, cy, np.nan, np.nan), lists, st, cands, 0, np.int64(0), False)
 
 
 @njit(inline="always", cache=True)

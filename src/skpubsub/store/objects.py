@@ -244,7 +244,7 @@ class AliveStore:
         alive = np.flatnonzero(c.alive[: c.top])
         assert self.count == len(alive), ("alive count", self.count, len(alive))
         assert self.live == int(c.kw_len[alive].sum()), ("live entries", self.live, int(c.kw_len[alive].sum()))
-        keys, ents = self.store._flat()
+        keys, ents, _ = self.store._flat()
         assert np.all(keys >= 0), "a list under a negative key"
         o = ents >> 32
         assert np.all(o < c.capacity), "an entry of no object slot"
@@ -263,7 +263,7 @@ def post_object(st, slot, seq, kws):
     """Post object ``slot`` (its seq ``seq``) under each keyword id of ``kws`` in store ``st``."""
     entry = (np.int64(slot) << 32) | (seq & 0xFFFFFFFF)
     for w in kws:
-        P.append(st, np.int64(w), entry)
+        P.append(st, np.int64(w), entry, P.NO_FILTER)
 
 
 @overload(P.entry_id)

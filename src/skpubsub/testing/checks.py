@@ -202,12 +202,14 @@ def drop_entries(store: P.PostingStore, key: int, drop: np.ndarray) -> int:
     ``truncate``), so the store stays well formed; returns how many went."""
     p = int(P.lookup(store.h_keys, store.h_vals, np.int64(key)))
     assert p >= 0, ("no list", key)
-    ents = store.contents()[key]
-    assert len(drop) == len(ents)
-    kept = ents[~drop]
+    keys, _, at = store._flat()
+    at = at[keys == key]
+    assert len(drop) == len(at)
     wb, wi = int(store.p_head[p]), 0
-    for e in kept.tolist():
-        store.blk_data[wb * P.B + wi] = e
+    for r in at[~drop].tolist():
+        store.blk_data[wb * P.B + wi] = store.blk_data[r]
+        if len(store.blk_filter):
+            store.blk_filter[wb * P.B + wi] = store.blk_filter[r]
         wi += 1
         if wi == P.B:
             wb, wi = int(store.blk_next[wb]), 0

@@ -408,6 +408,7 @@ def segment_items(off: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def grown(a: np.ndarray, capacity: int, fill) -> np.ndarray:
     """A copy of ``a`` with room for ``capacity`` items (rows), the new ones at ``fill``."""
-    out = np.full((capacity,) + a.shape[1:], fill, dtype=a.dtype)
+    shape = (capacity,) + a.shape[1:]
+    out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)  # zeros: pages on demand
     out[: len(a)] = a
     return out

@@ -41,16 +41,37 @@ def _query(engine, ids: list) -> dict:
     return out
 
 
+def _start_deaf(p) -> None:
+    """Start worker process ``p`` with SIGINT blocked, a mask it inherits through the exec of
+    a spawn: a terminal's Ctrl-C reaches the whole group, and one that came while the worker
+    still imported (before ``_worker_main`` ignores it) would add its traceback to the
+    parent's one line (SPEC 7). The parent's own Ctrl-C stays pending while blocked, and is
+    taken as soon as the worker has started."""
+    if not hasattr(signal, "pthread_sigmask"):
+        p.start()
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        p.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _worker_main(conn, window: Window, space: Space, index: str, params: dict) -> None:
     """A worker process: one engine, driven over a pipe. Ctrl-C is the parent's to handle (one
     line, exit 130; SPEC 7): the worker ignores SIGINT and ends when its pipe closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     engine = make_engine(index, window, space, external_expiry=True, **params)
+    try:
+        _serve(conn, engine)
+    except (EOFError, ConnectionError):  # the parent is gone (killed, or ended with answers unread: a reset)
+        return
+
+
+def _serve(conn, engine: Any) -> None:
+    """``_worker_main``'s loop: answer the parent's messages until it says stop."""
     while True:
-        try:
-            msg = conn.recv()
-        except EOFError:  # the parent is gone (killed): nothing to answer
-            return
+        msg = conn.recv()
         if msg[0] == "batch":
             t0 = time.process_time()
             out = engine.apply_routed(msg[1])
@@ -119,7 +140,7 @@ class LocalCluster:
                 parent, child = ctx.Pipe()
                 p = ctx.Process(target=_worker_main, args=(child, self.window, self.space, index, params),
                                 daemon=True)
-                p.start()
+                _start_deaf(p)
                 self._procs.append(p)
                 self._conns.append(parent)
         else:

@@ -21,7 +21,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .columns import grown
+from .columns import grown, small_pages
 from .layouts import Postings, cached
 
 B = 8  # entries per block (small: most lists are short; unused block space is waste)
@@ -105,7 +105,8 @@ class PostingStore:
             self.blk_next = grown(self.blk_next, cap, -1)
             self.blk_data = grown(self.blk_data, cap * B, 0)
             if len(self.blk_filter):
-                self.blk_filter = grown(self.blk_filter, cap * B, 0)
+                with small_pages():  # 20 bytes an entry, grown by doubling: NOTES.md in index/, "Entry filters"
+                    self.blk_filter = grown(self.blk_filter, cap * B, 0)
             self.blk_free = grown(self.blk_free, cap, 0)
 
     def grow_for(self, entries: int) -> None:

@@ -514,11 +514,12 @@ AHEAD = 16  # runs ahead that _append_runs asks for the lines it will touch
 @njit(cache=True)
 def _append_runs(st, first, starts, korder, home, payload, at):
     """Append ``ents[starts[r]:starts[r + 1]]`` to the list of key ``first[r]`` for each run
-    ``r`` in ``korder`` (room reserved; ``payload``: ``ents`` and their filters): ``append``'s result, one probe per key (``home``:
-    each key's hash slot). In three passes over the runs (``at``: scratch, two per run): the
-    list of each key (the hash probes), its tail block and fill, then the writes, the first
-    and last asking ``AHEAD`` runs early for the lines they will touch (``_prefetch``). One pass
-    doing all three per run waited on a cache miss at each step (NOTES.md, bulk appends)."""
+    ``r`` in ``korder`` (room reserved; ``payload``: ``ents`` and their filters):
+    ``append``'s result, one probe per key (``home``: each key's hash slot). In three passes
+    over the runs (``at``: scratch, two per run): the list of each key (the hash probes), its
+    tail block and fill, then the writes, the first and last asking ``AHEAD`` runs early for
+    the lines they will touch (``_prefetch``). One pass doing all three per run waited on a
+    cache miss at each step (NOTES.md, bulk appends)."""
     h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
     ents, filters = payload
     nr = len(korder)

@@ -391,12 +391,13 @@ def _follow(s, subs, grid, scratch, counters):
         box[3] = tmp[3]
         g.nkw = ln
         g.pending = False
+        owner = Keywords(subs.rec, kw_id)  # what post_slot reads for the entries' filters
         if g.tok >= 0:
-            post_slot(grid.store, Keywords(subs.rec, kw_id), s, g.epoch, best, tmp, grid.slots.tok[s:s + 1], grid.lmax)
+            post_slot(grid.store, owner, s, g.epoch, best, tmp, grid.slots.tok[s:s + 1], grid.lmax)
         elif pre:
-            post_slot(grid.store, Keywords(subs.rec, kw_id), s, g.epoch, best, tmp, ptok[:ln], grid.lmax)
+            post_slot(grid.store, owner, s, g.epoch, best, tmp, ptok[:ln], grid.lmax)
         else:
-            post_slot(grid.store, Keywords(subs.rec, kw_id), s, g.epoch, best, tmp, kw_id[off:off + ln], grid.lmax)
+            post_slot(grid.store, owner, s, g.epoch, best, tmp, kw_id[off:off + ln], grid.lmax)
         counters[C_LIVE_ADD] += n
         counters[C_BUDGET] -= n
     elif not g.pending:  # out of reserved room: Python re-posts it after the call

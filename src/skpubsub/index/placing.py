@@ -186,8 +186,8 @@ def post_many(slots, subs, grid, toks):
 @njit(cache=True)
 def entries_of(slots, subs, grid, toks, keys, ents, filters):
     """``post_many``'s (key, entry, filter) triples, in its order, into ``keys``, ``ents``
-    and ``filters``: for ``PostingStore.append_many``. Returns how many. (``cells.level_key`` with its level's
-    terms taken out of the loop over the cells.)"""
+    and ``filters``: for ``PostingStore.append_many``. Returns how many. (``cells.level_key``
+    with its level's terms taken out of the loop over the cells.)"""
     sl = grid.slots
     lmax = grid.lmax
     stride = np.int64((4 ** (lmax + 1) - 1) // 3)  # level_key's: cells on all levels
@@ -230,7 +230,7 @@ def _entry(keys, ents, filters, n, key, entry, fb):
 
 
 class Keywords(NamedTuple):
-    """What ``slot_level`` reads of a ``Subs`` layout."""
+    """What ``slot_level`` and ``post_slot`` read of a ``Subs`` layout."""
 
     rec: np.ndarray
     kw_id: np.ndarray

@@ -114,9 +114,9 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
     and their records, read at random, were the scan's cost (index/NOTES.md, "Entry
     filters"). Of the others, each live entry (active, current epoch, this level, its box
     covers the cell) is kept and appended to ``cands[nc:]``: with ``once``, at once when the
-    slot is posted under one token (``nkw``: its one live entry a cell, the object in one cell a level, the
-    object's tokens distinct, so it meets the object once), else unless stamped ``st``
-    already (then stamped); the rest are dropped. Kept entries move only once an entry
+    slot is posted under one token (``nkw``: its one live entry a cell, the object in one
+    cell a level, the object's tokens distinct, so it meets the object once), else unless
+    stamped ``st`` already (then stamped); the rest are dropped. Kept entries move only once an entry
     before them was dropped (``postings.keep``'s compaction written out; ``truncate``
     ends it): a scan that wrote every entry back dirtied ~500 cache lines an object on
     range_1m (index/NOTES.md, "The scan writes only what changed"). Returns the new end of

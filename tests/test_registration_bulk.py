@@ -18,7 +18,10 @@ def _filtered(store: P.PostingStore) -> dict[int, list]:
     """Every list's entries with their filters beside them, by key."""
     keys, ents, at = store._flat()
     rows = list(zip(ents.tolist(), store.blk_filter[at].tolist())) if len(store.blk_filter) else ents.tolist()
-    return {k: [r for r, kk in zip(rows, keys.tolist()) if kk == k] for k in set(keys.tolist())}
+    out: dict[int, list] = {}
+    for k, r in zip(keys.tolist(), rows):  # in list order
+        out.setdefault(k, []).append(r)
+    return out
 
 
 def _same(a: P.PostingStore, b: P.PostingStore) -> bool:

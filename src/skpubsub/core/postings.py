@@ -135,8 +135,8 @@ class PostingStore:
         self.reserve(len(starts) - 1, n)
         first = sk[starts[:-1]]
         home = ((first.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & np.uint64(len(self.h_keys) - 1)).view(np.int64)
-        # (as raw 20-byte items: NumPy's take of records is 5x slower)
-        fl = filters.view("V20")[order].view(FILTER) if len(self.blk_filter) else NO_FILTERS
+        # (as raw bytes: NumPy's take of records is 5x slower)
+        fl = filters.view(f"V{FILTER.itemsize}")[order].view(FILTER) if len(self.blk_filter) else NO_FILTERS
         _append_runs(self.plain, first, starts, np.argsort(home), home, (ents[order], fl),
                      np.empty(2 * len(first), dtype=np.int64))
 

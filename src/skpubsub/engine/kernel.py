@@ -30,7 +30,7 @@ from ..core.borrow import borrowed
 from ..core.scoring import carries_all, topk_key_ids
 from ..index.aoiq import probe_tokens
 from ..index.cells import box_at, extent
-from ..index.placing import Keywords, post_slot
+from ..index.placing import post_slot
 from ..index.probe import kw_sig, scan
 from ..index.nodecost import finest_cells, not_finer, slot_level, slot_level_cells
 from ..index.prefix import post_tokens, prefix_bounds, probe_classes, same_classes
@@ -391,13 +391,12 @@ def _follow(s, subs, grid, scratch, counters):
         box[3] = tmp[3]
         g.nkw = ln
         g.pending = False
-        owner = Keywords(subs.rec, kw_id)  # what post_slot reads for the entries' filters
         if g.tok >= 0:
-            post_slot(grid.store, owner, s, g.epoch, best, tmp, grid.slots.tok[s:s + 1], grid.lmax)
+            post_slot(grid.store, subs.rec, grid.slots, s, grid.slots.tok[s:s + 1], grid.lmax)
         elif pre:
-            post_slot(grid.store, owner, s, g.epoch, best, tmp, ptok[:ln], grid.lmax)
+            post_slot(grid.store, subs.rec, grid.slots, s, ptok[:ln], grid.lmax)
         else:
-            post_slot(grid.store, owner, s, g.epoch, best, tmp, kw_id[off:off + ln], grid.lmax)
+            post_slot(grid.store, subs.rec, grid.slots, s, kw_id[off:off + ln], grid.lmax)
         counters[C_LIVE_ADD] += n
         counters[C_BUDGET] -= n
     elif not g.pending:  # out of reserved room: Python re-posts it after the call

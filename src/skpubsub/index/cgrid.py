@@ -43,7 +43,7 @@ from .base import SubscriptionIndex
 from .cells import box_at, decode_key, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
-from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, Keywords, One, entries_of, new_one, place_slot,
+from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, new_one, place_slot,
                       post_many, post_slot, region_of, regions, register_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import _has_entry, kw_sig, scan, sweep
@@ -343,9 +343,7 @@ class CompiledGrid(SubscriptionIndex):
         self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 and self.tok[s] < 0 else -1
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
-        lay = self.subs.layout
-        post_slot(self.store.plain, Keywords(lay.rec, lay.kw_id), s, self.epoch[s], int(self.level[s]), self.box[s],
-                  kws, self.lmax)
+        post_slot(self.store.plain, self.subs.layout.rec, self._slots, s, kws, self.lmax)
         self.live_entries += n
 
     def refresh(self, objects: int) -> int:

@@ -29,12 +29,16 @@ from .probe import kw_sig
 
 
 @njit(cache=True)
-def post_slot(st, subs, s, epoch, level, box, kws, lmax):
-    """Entries of slot ``s`` (``epoch``) under each token of ``kws`` in the cells ``box`` of
-    ``level`` (-1: the global lists) of store ``st``, each with its filter (``entry_filter``
-    of ``subs``, a ``Keywords``); returns how many."""
-    entry = (np.int64(s) << 32) | epoch
-    fb = entry_filter(subs.rec[s], subs.kw_id)
+def post_slot(st, rec, slots, s, kws, lmax):
+    """Entries of slot ``s`` under each token of ``kws`` in store ``st``, where its record in
+    ``slots`` places it (its epoch, and the cells of its box on its level; level -1: the
+    global lists), each with its filter (``entry_filter`` of ``rec[s]`` and the slot's
+    signature); returns how many."""
+    g = slots[s]
+    entry = (np.int64(s) << 32) | g.epoch
+    level = np.int64(g.level)
+    box = g.box
+    fb = entry_filter(rec[s], g.sig)
     n = 0
     for w in kws:
         if level < 0:
@@ -92,13 +96,14 @@ def _sig(r, kw_id):
 
 
 @njit(inline="always", cache=True)
-def entry_filter(r, kw_id):
+def entry_filter(r, sig):
     """The filter posted beside each entry of record ``r``'s slot (``postings.FILTER``, what
-    ``probe._read_list`` tests before the slot's records): ``cells.filter_box`` and ``_sig``.
-    Both stay the slot's while its entries live: a range rectangle and the keywords never
-    change, and a kNN or top-k region's box is the whole plane."""
+    ``probe._read_list`` tests before the slot's records): ``cells.filter_box`` and the slot's
+    signature ``sig`` (``_sig``, set where the slot is placed). Both stay the slot's while its
+    entries live: a range rectangle and the keywords never change, and a kNN or top-k
+    region's box is the whole plane."""
     x1, y1, x2, y2 = filter_box(r)
-    return x1, y1, x2, y2, np.uint32(_sig(r, kw_id))
+    return x1, y1, x2, y2, np.uint32(sig)
 
 
 @njit(cache=True)
@@ -178,8 +183,7 @@ def post_many(slots, subs, grid, toks):
         cells = 1 if sl[s].level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
         if not P.room(st, n * cells):
             return i
-        post_slot(st, Keywords(subs.rec, subs.kw_id), s, sl[s].epoch, np.int64(sl[s].level), box, toks[:n],
-                  grid.lmax)
+        post_slot(st, subs.rec, sl, s, toks[:n], grid.lmax)
     return len(slots)
 
 
@@ -203,7 +207,7 @@ def entries_of(slots, subs, grid, toks, keys, ents, filters):
         level = np.int64(sl[s].level)
         box = sl[s].box
         entry = (np.int64(s) << 32) | sl[s].epoch
-        fb = entry_filter(r, kw_id)
+        fb = entry_filter(r, sl[s].sig)
         if level < 0:
             for w in toks[:m]:
                 n = _entry(keys, ents, filters, n, -(np.int64(w) + 1), entry, fb)
@@ -229,8 +233,8 @@ def _entry(keys, ents, filters, n, key, entry, fb):
     return n + 1
 
 
-class Keywords(NamedTuple):
-    """What ``slot_level`` and ``post_slot`` read of a ``Subs`` layout."""
+class _Keywords(NamedTuple):
+    """What ``slot_level`` reads of a ``Subs`` layout."""
 
     rec: np.ndarray
     kw_id: np.ndarray
@@ -257,7 +261,7 @@ def region_of(s, rec, kw_id, slots, geo, counts, freq, consts, ext, cell):
         cell[:] = -1
         return -1
     levels = _Levels(slots, geo, consts[0], consts[1], counts, consts[2], consts[3], freq)
-    return slot_level(s, Keywords(rec, kw_id), levels, ext, cell)
+    return slot_level(s, _Keywords(rec, kw_id), levels, ext, cell)
 
 
 @njit(cache=True)
@@ -345,7 +349,7 @@ def place_slot(s, one, assign):
         if r.match_all and r.kw_len > 1 and (one.kinds >> r.kind) & 1 and not one.cost_ok[0]:
             return NEED_COST, 0, 0, False, 0, False
         one.one[0] = s
-        if assign_many(one.one, Keywords(rec, kw_id), one.kinds, one.book, one.cost, one.tok, one.pair_of,
+        if assign_many(one.one, _Keywords(rec, kw_id), one.kinds, one.book, one.cost, one.tok, one.pair_of,
                        one.srt) == 0:
             return NEED_BOOK, 0, 0, False, 0, False
     sl = slots[s]
@@ -360,7 +364,7 @@ def place_slot(s, one, assign):
     ext = one.ext
     if extent(r, one.geo[4], ext):
         levels = _Levels(slots, one.geo, lmax, max_cells, one.counts, consts[2], np.int64(consts[3]), freq)
-        level = slot_level(s, Keywords(rec, kw_id), levels, ext, box)
+        level = slot_level(s, _Keywords(rec, kw_id), levels, ext, box)
     else:
         level = -1
         box[:] = -1
@@ -368,7 +372,7 @@ def place_slot(s, one, assign):
     sl.level = level
     sl.pending = False
     toks = one.toks
-    n = _tokens(s, Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq), toks)
+    n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq), toks)
     sl.nkw = n
     sl.kw0 = toks[0] if r.match_all and n == 1 and sl.tok < 0 else -1  # place's rule (refresh reads it)
     sl.sig = _sig(r, kw_id)
@@ -376,7 +380,7 @@ def place_slot(s, one, assign):
     st = one.store
     if not P.room(st, n * cells):
         return DONE, old, n * cells, False, st.meta[P.M_ENTRIES], topk
-    post_slot(st, Keywords(rec, kw_id), s, sl.epoch, np.int64(level), box, toks[:n], lmax)
+    post_slot(st, rec, slots, s, toks[:n], lmax)
     return DONE, old, n * cells, True, st.meta[P.M_ENTRIES], topk
 
 

@@ -141,6 +141,29 @@ def test_engine_columns_are_its_notifications():
         assert batch.json_block() == "".join(note_line(n) for n in batch.to_list())  # the compiled writer
 
 
+def test_held_notes_keep_their_ids_through_ends_and_reused_slots():
+    """Columnar notifications name subscriptions by slot until asked (``Notes.table``):
+    batches held while later events end those subscriptions and give their slots to new
+    ones still name the subscriptions they were for, the engine having resolved them
+    (``SubTable.lend``) before it cleared a slot."""
+    resolved = unresolved = 0
+    for seed in range(12):
+        stream = random_stream(seed, n_events=400)
+        events, _ = validate(stream.events, stream.window, stream.space)
+        a = Engine(stream.window, stream.space, index="dkm")
+        b = Engine(stream.window, stream.space, index="dkm")
+        held, want = [], []
+        for i in range(0, len(events), 25):
+            held.append(a.apply_columnar(events[i:i + 25]))
+            want.append(b.apply(events[i:i + 25]))
+        notes = [p for batch in held for p in batch.parts if isinstance(p, Notes)]
+        resolved += sum(n.table is None for n in notes)
+        unresolved += sum(n.table is not None for n in notes)
+        assert [batch.json_block() for batch in held] == ["".join(map(note_line, w)) for w in want]
+        assert [batch.to_list() for batch in held] == want
+    assert resolved and unresolved  # both ways were taken
+
+
 def _as_columns(notes: list) -> Notes:
     """``notes`` (Match/Change objects) as the columns an engine would hand on."""
     def objects(values: list) -> np.ndarray:

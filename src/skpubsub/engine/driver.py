@@ -235,12 +235,14 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
         nc = L.note_cols(n)
         c = net_changes(ordered, eng.objs.cols.seq, nc, np.empty(2 * n))
         oids = eng.objs.ids
-        notes = Notes(nc.i[:c], eng.subs.ids[nc.s[:c]], None, nc.match[:c], nc.add_off[: c + 1],
+        notes = Notes(nc.i[:c], None, None, nc.match[:c], nc.add_off[: c + 1],
                       oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]],
-                      codes=(nc.s[:c], nc.add_obj[: nc.add_off[c]], nc.rem_obj[: nc.rem_off[c]]), times=times)
+                      codes=(nc.s[:c], nc.add_obj[: nc.add_off[c]], nc.rem_obj[: nc.rem_off[c]]), times=times,
+                      table=eng.subs.ids)
         if isinstance(out, list):
             out.extend(notes.to_list())
         else:
+            eng.subs.lend(notes)  # the ids stay codes into ``subs.ids`` while the slots keep them
             out.add(notes)
         if tags is not None:
             tags.extend((notes.pub + base).tolist())

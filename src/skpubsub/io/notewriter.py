@@ -155,7 +155,13 @@ def block(notes) -> str | None:
     objs = np.concatenate([a_slot, r_slot])
     ids = np.concatenate([notes.added, notes.removed])
     groups, codes = [], []
-    for slots, values in ((s_slot, notes.sub), (notes.pub, notes.times), (objs, ids)):
+    table = notes.table  # the ids by slot while unresolved (``Notes.sub``): right by construction
+    for slots, values in ((s_slot, notes._sub), (notes.pub, notes.times), (objs, ids)):
+        if values is None and table is not None:  # the subscriptions' distinct slots, their ids
+            subs, inv = np.unique(slots, return_inverse=True)
+            groups.append(table[subs].tolist())
+            codes.append(inv.reshape(-1))
+            continue
         if values is notes.times:
             if values is None:  # times given per notification
                 values = notes.t

@@ -236,15 +236,33 @@ class Notes:
     and ``t`` per notification, ``match`` (a range match, ``added`` its one object), and
     the added / removed object ids as CSR lists (``add_off``/``added``, ``rem_off``/``removed``)."""
 
-    __slots__ = ("pub", "sub", "_t", "times", "match", "add_off", "added", "rem_off", "removed", "codes")
+    __slots__ = ("pub", "_sub", "_t", "times", "match", "add_off", "added", "rem_off", "removed", "codes",
+                 "table", "__weakref__")
 
-    def __init__(self, pub, sub, t, match, add_off, added, rem_off, removed, codes=None, times=None) -> None:
-        self.pub, self.sub, self._t, self.match = pub, sub, t, match
+    def __init__(self, pub, sub, t, match, add_off, added, rem_off, removed, codes=None, times=None,
+                 table=None) -> None:
+        self.pub, self._sub, self._t, self.match = pub, sub, t, match
         self.add_off, self.added, self.rem_off, self.removed = add_off, added, rem_off, removed
         self.codes = codes  # (sub slots, added object slots, removed object slots): json_block's keys
         # ``t`` None: the times are the run's, ``times[pub]``, boxed only when asked for (the
         # compiled writer encodes each pub's time once, never per notification).
         self.times = times
+        # ``sub`` None: the ids are ``table[codes[0]]``, gathered only when asked for (one
+        # random read of an id object a notification, a sixth of range_1m's object phase);
+        # the table's owner resolves them before it changes a slot they name (``resolve``).
+        self.table = table
+
+    @property
+    def sub(self):
+        if self._sub is None:
+            self.resolve()
+        return self._sub
+
+    def resolve(self) -> None:
+        """Gather the subscription ids from the table now (its slots are about to change)."""
+        if self._sub is None:
+            self._sub = self.table[self.codes[0]]
+        self.table = None
 
     @property
     def t(self):
@@ -255,7 +273,7 @@ class Notes:
         return self._t
 
     def __len__(self) -> int:
-        return len(self.sub)
+        return len(self.match)
 
     def to_list(self) -> list[Notification]:
         out: list[Notification] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import weakref
 from itertools import chain, repeat
 from operator import is_not
 
@@ -107,6 +108,28 @@ class SubTable(Laid):
         # per run; a max over every slot each run cost more than the run on small runs).
         self.max_k = self.max_kb = self.max_kw = 1
         self._kb: dict[int, int] = {}  # k -> kb (``claim``)
+        self._lent: list[weakref.ref] = []  # notifications naming slots by code (``lend``)
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_lent"] = []  # a copy lends nothing yet
+        return state
+
+    def lend(self, notes) -> None:
+        """``notes`` name their subscriptions by slot (``Notes.table`` is ``ids``): ``remove``
+        resolves them, if still alive, before it clears a slot one of them may name. The
+        dead references are dropped as the list doubles."""
+        lent = self._lent
+        if len(lent) >= 64 and (len(lent) & (len(lent) - 1)) == 0:
+            lent[:] = [r for r in lent if r() is not None]
+        lent.append(weakref.ref(notes))
+
+    def _recall(self) -> None:
+        for r in self._lent:
+            notes = r()
+            if notes is not None:
+                notes.resolve()
+        self._lent.clear()
 
     @property
     def slot_of(self) -> dict[object, int]:
@@ -266,6 +289,8 @@ class SubTable(Laid):
         if c.kind[s] != K_RANGE:
             self.res.release(int(c.res_off[s]), int(c.kb[s]))
         del self.slot_of[self.ids[s]]
+        if self._lent:
+            self._recall()
         self.ids[s] = None
         c.free(s)
 

@@ -14,6 +14,7 @@ from skpubsub.engine.engine import Engine
 from skpubsub.io.sinks import json_line, result_line, result_record
 from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, group_rows, net_changes, note_line, note_lines
 from skpubsub.testing.conformance import validate
+from skpubsub.testing.reference import ReferenceEngine
 from skpubsub.testing.streams import random_stream
 
 
@@ -272,8 +273,14 @@ def test_group_rows_is_the_stable_lexsort(runs, sseq, rnd):
     rows = _rows_of(pubs, slots)
     n = len(pubs)
     out = _rows_of([0] * n, [0] * n)
-    assert group_rows(rows, n, seq, np.empty(n, dtype=np.int64), out)
+    assert group_rows(rows, n, seq, False, np.empty(n, dtype=np.int64), out)
     keep = np.lexsort((seq[rows.s], rows.i))
+    for got, col in zip(out, rows):
+        assert (got == col[keep]).all()
+    # by slot: the same order when the seqs ascend with the slots (``SubTable.in_order``)
+    rising = np.cumsum(1 + np.abs(seq) % 3)
+    assert group_rows(rows, n, rising, True, np.empty(n, dtype=np.int64), out)
+    keep = np.lexsort((rising[rows.s], rows.i))
     for got, col in zip(out, rows):
         assert (got == col[keep]).all()
 
@@ -281,7 +288,7 @@ def test_group_rows_is_the_stable_lexsort(runs, sseq, rnd):
 def test_group_rows_refuses_pubs_out_of_order():
     rows = _rows_of([0, 2, 1], [0, 1, 2])
     out = _rows_of([7, 7, 7], [7, 7, 7])
-    assert not group_rows(rows, 3, np.arange(3), np.empty(3, dtype=np.int64), out)
+    assert not group_rows(rows, 3, np.arange(3), False, np.empty(3, dtype=np.int64), out)
     assert (out.i == 7).all()
 
 
@@ -310,3 +317,27 @@ def test_run_times_by_pub_are_the_given_times(notes, times):
     assert lazy.json_block() == want
     assert "".join(lazy.json_lines()) == want
     assert [type(t) for t in lazy.t.tolist()] == [type(n.t) for n in timed]
+
+
+def test_notifications_follow_seqs_once_a_slot_is_reused():
+    """While every subscription took a slot above the ones before (``SubTable.in_order``),
+    a pub's notifications are ordered by slot; a reused slot ends that, and the order is
+    by seq again: a newer subscription in an older one's slot is notified after the
+    older ones, as the reference engine does."""
+    lines = ['{"op":"sub","id":"a","t":1,"kind":"range","rect":[0,0,10,10],"keywords":["x"]}',
+             '{"op":"sub","id":"b","t":2,"kind":"range","rect":[0,0,10,10],"keywords":["x"]}',
+             '{"op":"pub","id":"o1","t":3,"x":5,"y":5,"keywords":["x"]}',
+             '{"op":"unsub","id":"a","t":4}',
+             '{"op":"sub","id":"c","t":5,"kind":"range","rect":[0,0,10,10],"keywords":["x"]}',
+             '{"op":"pub","id":"o2","t":6,"x":5,"y":5,"keywords":["x"]}']
+    events, _ = validate([json.loads(x) for x in lines], "none", None)
+    ref = ReferenceEngine("none", None)
+    want = [ref.apply([ev]) for ev in events]
+    eng = Engine("none", None, index="auto")
+    got = []
+    for ev in events:
+        got.append(eng.apply_columnar([ev]).to_list())
+        eng._check()
+        assert eng.subs.in_order == (ev.seq < 5)
+    assert got == want
+    assert [n.sub for n in got[-1]] == ["b", "c"]  # c holds a's slot, below b's

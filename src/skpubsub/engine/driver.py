@@ -229,7 +229,7 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
         if len(left):
             eng.forget(left.tolist())
         ordered = L.rows(n)
-        if not group_rows(rows, n, sc.seq, np.empty(n, dtype=np.int64), ordered):  # never expected
+        if not group_rows(rows, n, sc.seq, eng.subs.in_order, np.empty(n, dtype=np.int64), ordered):  # never expected
             keep = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
             ordered = L.Rows(*(col[:n][keep] for col in rows))
         nc = L.note_cols(n)

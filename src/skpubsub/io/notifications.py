@@ -114,14 +114,16 @@ _LOW = 24  # packed keys: seq << _LOW | the row's place among its pub's rows (un
 
 
 @njit(cache=True)
-def group_rows(rows, n, sseq, perm, out):
+def group_rows(rows, n, sseq, by_slot, perm, out):
     """``rows[:n]`` (the publish kernel's, pubs in order) into ``out[:n]`` ordered by (pub,
     subscription seq ``sseq[slot]``), stably: each pair's rows stay in the order they
     happened (what ``net_changes`` takes). The kernel emits a pub's rows together and the
     pubs in order, so only each pub's rows are sorted, by one int64 key each: the seq and
     the row's place packed (distinct keys, so any sort is stable), sorted in ``perm``
     (scratch of ``n``) without reading ``sseq`` again. Returns False, writing nothing, if
-    the pubs are out of order."""
+    the pubs are out of order. ``by_slot``: the live slots ascend with their seqs
+    (``SubTable.in_order``), so the slot is the key, and ``sseq``, a random read a row, is
+    not read."""
     I, S = rows.i, rows.s
     for j in range(1, n):
         if I[j] < I[j - 1]:
@@ -133,13 +135,13 @@ def group_rows(rows, n, sseq, perm, out):
             e += 1
         packed = e - j < (1 << _LOW)
         for a in range(j, e):
-            q = sseq[S[a]]
+            q = S[a] if by_slot else sseq[S[a]]
             packed = packed and 0 <= q < (1 << (62 - _LOW))
             perm[a] = (q << _LOW) | (a - j)
         if not packed:  # seqs too large to pack (never in practice): a stable sort of the seqs
             keys = np.empty(e - j, dtype=np.int64)
             for a in range(j, e):
-                keys[a - j] = sseq[S[a]]
+                keys[a - j] = S[a] if by_slot else sseq[S[a]]
             perm[j:e] = np.argsort(keys, kind="mergesort") + j
         else:
             if e - j <= SMALL:

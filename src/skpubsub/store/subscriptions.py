@@ -109,6 +109,11 @@ class SubTable(Laid):
         self.max_k = self.max_kb = self.max_kw = 1
         self._kb: dict[int, int] = {}  # k -> kb (``claim``)
         self._lent: list[weakref.ref] = []  # notifications naming slots by code (``lend``)
+        # Every slot taken so far above the ones before, with a seq above theirs: the live
+        # slots then ascend with their seqs, and notifications are ordered by slot
+        # (``group_rows``). A reused slot or a migrated older subscription ends it for good.
+        self.in_order = True
+        self._last = (-1, -1)  # (slot, seq) of the last subscription taken while in order
 
     def __getstate__(self) -> dict:
         state = super().__getstate__()
@@ -164,6 +169,8 @@ class SubTable(Laid):
         registration's kernel, ``placing.register_slot``)."""
         c = self.cols
         s = c.add()
+        if self.in_order:
+            self._taken(s, s, ev.seq, ev.seq)
         if s >= len(self.ids):
             self.ids = grow_ids(self.ids, s)
         self.ids[s] = ev.id
@@ -193,6 +200,15 @@ class SubTable(Laid):
                                              0.0, 0.0, 0.0, 0.0, math.inf, ev.alpha, self.res.alloc(kb), 0, k, kb,
                                              ev.seq, expires)
         return s, off, _unit(ev.weights, n)  # cached when no weights are given
+
+    def _taken(self, s0: int, s1: int, q0: int, q1: int, ascending: bool = True) -> None:
+        """Slots ``s0..s1`` taken by seqs ``q0..q1`` (``ascending``: both rise within the
+        block): ``in_order`` holds on if they come above the last slot and seq taken."""
+        slot, seq = self._last
+        if ascending and s0 > slot and q0 > seq:
+            self._last = (s1, q1)
+        else:
+            self.in_order = False
 
     def _kb_of(self, k: int) -> int:
         """``buffer_size(k)`` in plain Python (NumPy on one int cost 10 us a subscription),
@@ -226,7 +242,11 @@ class SubTable(Laid):
             c.kind[at] = kind
         c.match_all[at] = np.fromiter(b.match_all, np.bool_, n)
         seq = b.seq
-        c.seq[at] = np.arange(seq.start, seq.stop, seq.step) if type(seq) is range else np.fromiter(seq, np.int64, n)
+        seqs = np.arange(seq.start, seq.stop, seq.step) if type(seq) is range else np.fromiter(seq, np.int64, n)
+        c.seq[at] = seqs
+        if self.in_order:
+            ascending = isinstance(at, slice) and (type(seq) is range and seq.step > 0 or bool((np.diff(seqs) > 0).all()))
+            self._taken(int(slots[0]), int(slots[-1]), int(seqs[0]), int(seqs[-1]), ascending)
         if b.expires is not None and any_given(b.expires):
             c.expires[at] = np.fromiter((math.inf if e is None else e for e in b.expires), np.float64, n)
         else:
@@ -342,6 +362,7 @@ class SubTable(Laid):
         free = np.flatnonzero(~in_use)
         assert np.all(np.equal(self.ids[free[free < len(self.ids)]], None)), "a free slot keeps an id"
         assert np.all(np.equal(self.ids[top:], None)), "an id past top"
+        assert not self.in_order or bool((np.diff(c.seq[act]) > 0).all()), "in order, but seqs do not ascend"
         kind = c.kind[act]
         assert np.all((kind == K_RANGE) | (kind == K_KNN) | (kind == K_TOPK)), "unknown kind"
         kw_off, kw_len = c.kw_off[act], c.kw_len[act]

@@ -435,13 +435,13 @@ def main(argv: list[str] | None = None) -> int:
     old_term = old_int = None
     _SIGINT_SEEN.clear()
     try:
-        old_term = signal.signal(signal.SIGTERM, _on_sigterm)
-        # not ignored (nohup, &); the package's start-up handler (skpubsub/__init__.py) is replaced
-        if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _exit_at_start):
-            old_int = signal.signal(signal.SIGINT, _on_sigint)
-    except ValueError:  # not the main thread (an embedding): its own handlers stay
-        pass
-    try:
+        try:  # inside the outer try: a SIGTERM pending as its handler is installed is caught there
+            old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+            # not ignored (nohup, &); the package's start-up handler (skpubsub/__init__.py) is replaced
+            if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _exit_at_start):
+                old_int = signal.signal(signal.SIGINT, _on_sigint)
+        except ValueError:  # not the main thread (an embedding): its own handlers stay
+            pass
         if hasattr(a, "window"):
             a.window = Window.parse(a.window)
         if hasattr(a, "space"):

@@ -3,6 +3,7 @@ engine's columns against its objects."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -158,6 +159,8 @@ def test_held_notes_keep_their_ids_through_ends_and_reused_slots():
             held.append(a.apply_columnar(events[i:i + 25]))
             want.append(b.apply(events[i:i + 25]))
         notes = [p for batch in held for p in batch.parts if isinstance(p, Notes)]
+        twin = copy.deepcopy(a)  # lends nothing: the weak references are not copied
+        assert not twin.subs._lent and (a.subs._lent or not any(n.table is not None for n in notes))
         resolved += sum(n.table is None for n in notes)
         unresolved += sum(n.table is not None for n in notes)
         assert [batch.json_block() for batch in held] == ["".join(map(note_line, w)) for w in want]

@@ -120,6 +120,12 @@ class SubTable(Laid):
         state["_lent"] = []  # a copy lends nothing yet
         return state
 
+    def __setstate__(self, state: dict) -> None:
+        state.setdefault("_lent", [])  # (a state pickled before these: not known to be in order)
+        state.setdefault("in_order", False)
+        state.setdefault("_last", (-1, -1))
+        self.__dict__.update(state)
+
     def lend(self, notes) -> None:
         """``notes`` name their subscriptions by slot (``Notes.table`` is ``ids``): ``remove``
         resolves them, if still alive, before it clears a slot one of them may name. The
@@ -245,7 +251,8 @@ class SubTable(Laid):
         seqs = np.arange(seq.start, seq.stop, seq.step) if type(seq) is range else np.fromiter(seq, np.int64, n)
         c.seq[at] = seqs
         if self.in_order:
-            ascending = isinstance(at, slice) and (type(seq) is range and seq.step > 0 or bool((np.diff(seqs) > 0).all()))
+            rising = type(seq) is range and seq.step > 0 or bool((np.diff(seqs) > 0).all())
+            ascending = isinstance(at, slice) and rising  # fresh slots, one after another
             self._taken(int(slots[0]), int(slots[-1]), int(seqs[0]), int(seqs[-1]), ascending)
         if b.expires is not None and any_given(b.expires):
             c.expires[at] = np.fromiter((math.inf if e is None else e for e in b.expires), np.float64, n)

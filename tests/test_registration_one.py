@@ -201,3 +201,60 @@ def test_lone_registration_through_growth(index, params):
                 tuple(f"w{rng.randrange(1600)}" for _ in range(rng.randint(1, 4))))
         assert one.apply([p]) == bulk.apply([p])
     assert one.all_results() == bulk.all_results()
+
+
+@pytest.mark.parametrize("window", ["none", "count", "time"])
+def test_held_lone_subscriptions_are_registered_before_any_read(window, monkeypatch):
+    """Lone subscriptions that ``apply`` holds (``Engine._hold``) are registered as a run at
+    the next event or read, so nothing tells them from ones registered at once: seeded
+    streams applied one event at a time, read at random moments (a result, all results, an
+    export, the memory figure, the service's result positions, the engine's invariants),
+    against the reference engine; runs of several held ones are really formed, and the
+    bound on how many are held (``LONE``, made 3 here) is reached."""
+    import random
+
+    from skpubsub.engine import engine as engine_mod
+    from skpubsub.service.core import result_seqs
+    from skpubsub.testing.reference import ReferenceEngine
+
+    monkeypatch.setattr(engine_mod, "LONE", 3)
+    most = {"held": 0, "bound": 0}  # the longest run held; flushes at the bound
+    for seed in range(8):
+        s = random_stream(2000 + seed, n_events=(60, 160), windows=(window,), junk=False)
+        evs, _ = validate(s.events, s.window, s.space)
+        eng, ref = make_engine("auto", s.window, s.space), ReferenceEngine(s.window, s.space)
+        flush = eng.flush
+
+        def counting_flush():
+            most["held"] = max(most["held"], len(eng._lone))
+            most["bound"] += len(eng._lone) == 3
+            flush()
+
+        eng.flush = counting_flush
+        rng = random.Random(seed)
+        ids: list = []
+        for i, ev in enumerate(evs):
+            assert eng.apply([ev]) == ref.apply([ev]), (seed, i, ev)
+            if isinstance(ev, Sub):
+                ids.append(ev.id)
+            if rng.random() < 0.7 or not ids:
+                continue
+            sid = ids[-1] if rng.random() < 0.5 else rng.choice(ids)  # the last: maybe held
+            read = rng.randrange(6)
+            if read == 0:
+                assert eng.results(sid) == ref.results(sid), (seed, i, sid)
+            elif read == 1:
+                assert eng.all_results() == ref.all_results(), (seed, i)
+            elif read == 2 and ref.results(sid) is not None:
+                assert [p.id for p in eng.export(sid)] == ref.results(sid), (seed, i, sid)
+            elif read == 3:
+                assert eng.nbytes > 0 and not eng._lone
+            elif read == 4 and ref.results(sid) is not None:
+                assert result_seqs(eng, sid) == result_seqs(ref, sid), (seed, i, sid)
+            else:
+                eng._check()
+        assert eng.all_results() == ref.all_results()
+        eng._check()
+    assert most["held"] >= 2, most  # runs of several held ones were registered at once
+    if window != "time":  # (most subscriptions of the time-window streams have an end: not held)
+        assert most["bound"] > 0, most

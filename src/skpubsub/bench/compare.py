@@ -152,6 +152,7 @@ def warmup_events(events: list, build: int, n: int = WARMUP_EVENTS) -> list:
 
 # -- one run ----------------------------------------------------------------------------------
 def _active_subs(engine: Any) -> int:
+    engine.flush()
     subs = engine.subs
     return len(subs.slot_of) if hasattr(subs, "slot_of") else len(subs)
 

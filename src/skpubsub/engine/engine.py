@@ -37,6 +37,10 @@ from .verify import verify
 # stream without a window meets the same unheld words run after run; forgetting them each
 # time cost ~15% of a run (relearned through the slow path). Memory: ~100 bytes a word.
 KEYWORD_SLACK = 65_536
+# Lone subscriptions held at most before they are registered as a run (``Engine._hold``):
+# runs of 4,096 cost 2.8-3.0 us a subscription against 2.5-2.7 for one run of 300,000
+# (range_1m), and the event that registers them waits ~12 ms at most; the held events are kept alive.
+LONE = 4096
 
 
 class Engine:
@@ -96,22 +100,53 @@ class Engine:
         self._unheld: list[np.ndarray] = []  # keyword ids of freed objects and ended subs, not yet released
         self._held: list = []  # keyword ids of runs of new objects and subs, not yet counted
         self._refreshed = -1  # objects seen at the index's last ``refresh`` (``_settle``)
+        self._lone: list[Sub] = []  # lone subscriptions not yet registered (``_hold``)
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
         if self.compiled and type(events) is list and len(events) == 1:  # a stream's run of one
             ev = events[0]
+            if type(ev) is Sub and self._hold(ev):
+                return []
+            self.flush()
             if (self._subscribe_one(ev) if type(ev) is Sub else
                     type(ev) is Unsub and self._unsubscribe_one(ev)):
                 self._settle()
                 return []
         return self.apply_columnar(events).to_list()
 
+    def _hold(self, ev: Sub) -> bool:
+        """Hold a lone subscription, to be registered with the ones after it as a run
+        (``flush``), when registering it would change nothing else (``_subscribe_one``'s
+        terms) and it has no end of its own (the clock, which the next ones' terms read,
+        stays as it is). Registered alone, a subscription costs ~3x its share of a run
+        (engine/NOTES.md, "Lone subscriptions"). Returns whether it was held."""
+        if (ev.expires is not None or self._old or self._matches or self.external
+                or (ev.kind != RANGE and self.window.retains) or self.clock.due_by(ev.t)):
+            return False
+        held = self._lone
+        held.append(ev)
+        if len(held) >= LONE:
+            self.flush()
+        return True
+
+    def flush(self) -> None:
+        """Register the lone subscriptions held by ``apply`` (as a run: the same state as one
+        by one, and no notification). Every method of the engine does it first; code that
+        reads its tables (``subs``, ``objs``, ``index``) directly calls it before."""
+        if self._lone:
+            held, self._lone = self._lone, []
+            out = NoteBatch()
+            self._subscribe_many(held, out)
+            assert not len(out), "a held subscription notified"
+            self._settle()
+
     def apply_columnar(self, events: Iterable[Event | SubBlock | PubBlock]) -> NoteBatch:
         """``apply``, with the compiled path's notifications kept as columns (``to_list()``
         makes the objects). ``events`` may hold :class:`SubBlock` s and :class:`PubBlock` s
         (runs of subscriptions or objects as columns, from ``Gate.admit_block``), each as
         the events it holds."""
+        self.flush()
         out = NoteBatch()
         if not self.compiled:
             for ev in events_of(events):
@@ -219,7 +254,7 @@ class Engine:
     def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]]) -> list[list[Notification]]:
         """A worker's share of a micro-batch: ``(event or Tick, seqs of objects that leave
         the window first)`` in stream order; returns each item's notifications."""
-        assert self.external, "apply_routed needs Engine(external_expiry=True)"
+        assert self.external, "apply_routed needs Engine(external_expiry=True)"  # never holds (``_hold``)
         out: list[list[Notification]] = [[] for _ in items]
         compiled = self.compiled
         i = 0
@@ -260,6 +295,7 @@ class Engine:
     def apply_one(self, ev: Event | Tick, slot: int | None = None, expire: tuple[int, ...] = ()) -> list[Notification]:
         """One event on the plain path (``slot``: the pub's object, if already added;
         ``expire``: under external expiry, the seqs of the objects that leave first)."""
+        self.flush()
         now = ev.t  # as given: int/float comparisons are exact (SPEC section 6, "Times")
         self._expire_subs(now)
         gone = [self.alive_by_seq.pop(q) for q in expire] if self.external else self.clock.leaving(now)
@@ -309,6 +345,7 @@ class Engine:
     # -- migration (the rebalancer moves subscriptions between workers) -----------------
     def export(self, sub_id: Any) -> tuple[Pub, ...]:
         """The objects of ``sub_id``'s result, as events another engine can adopt. O(k)."""
+        self.flush()
         s = self.subs.slot_of[sub_id]
         if self.subs.cols.kind[s] == K_RANGE:
             return ()
@@ -531,6 +568,7 @@ class Engine:
     # -- queries -------------------------------------------------------------------------
     def results(self, sub_id: Any) -> list[Any] | None:
         """Object ids of an active kNN/top-k subscription's result, in rank order."""
+        self.flush()
         s = self.subs.slot_of.get(sub_id)
         if s is None or self.subs.cols.kind[s] == K_RANGE:
             return None
@@ -538,6 +576,7 @@ class Engine:
 
     def all_results(self) -> list[tuple[Any, list[Any]]]:
         """(id, result ids) of every active kNN/top-k subscription, in registration order."""
+        self.flush()
         c = self.subs.cols
         slots = np.flatnonzero(c.active[: c.top] & (c.kind[: c.top] != K_RANGE))
         slots = slots[np.argsort(c.seq[slots])]
@@ -549,12 +588,14 @@ class Engine:
     @property
     def nbytes(self) -> int:
         """Index + subscription/result + object memory (bytes, approximate for Python sets)."""
+        self.flush()
         return self.index.nbytes + self.subs.nbytes + self.objs.nbytes
 
     def _check(self) -> None:
         """The engine's invariants (:mod:`.invariants`); the tests' structural oracle."""
         from .invariants import check
 
+        self.flush()
         check(self)
 
 

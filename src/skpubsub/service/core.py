@@ -144,6 +144,7 @@ def result_seqs(engine: Any, sub_id: Any) -> list[int]:
     subs = engine.subs
     if isinstance(subs, dict):  # the reference engine
         return [o.seq for o in subs[sub_id].result]
+    engine.flush()  # lone subscriptions held by ``apply`` registered before the tables are read
     s = subs.slot_of[sub_id]
     return engine.objs.cols.seq[subs.result(s)].tolist()
 

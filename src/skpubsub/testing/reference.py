@@ -161,6 +161,9 @@ class ReferenceEngine:
         self.stats["expiry_seconds"] += time.perf_counter() - start
 
     # -- queries ---------------------------------------------------------------
+    def flush(self) -> None:
+        """Nothing held (``Engine.flush``): every event is applied at once here."""
+
     def results(self, sub_id: Any) -> list[Any] | None:
         """Object ids of an active kNN/top-k subscription's result, in rank order."""
         s = self.subs.get(sub_id)

@@ -53,6 +53,7 @@ def test_the_scan_rejects_a_missing_keyword_and_a_reused_slot_has_its_own_signat
     eng = make_engine(index)
     a, b, c, d = _words_apart(eng, 4)
     eng.apply([Sub(1, "A", 1, "knn", (a, b, c), True, x=0.0, y=0.0, k=2)])
+    eng.flush()  # a lone subscription is held until something reads the engine (Engine._hold)
     ix = eng.index.kernel_grid
     s = int(np.flatnonzero(eng.subs.cols.active)[0])
     ids = eng.vocab.ids

@@ -29,7 +29,7 @@ from numba import njit
 from ..core.borrow import borrowed
 from ..core.scoring import carries_all, topk_key_ids
 from ..index.aoiq import probe_tokens
-from ..index.cells import box_at, extent
+from ..index.cells import box_at, extent, filter_holds
 from ..index.placing import post_slot
 from ..index.probe import kw_sig, scan
 from ..index.nodecost import finest_cells, not_finer, slot_level, slot_level_cells
@@ -320,6 +320,7 @@ def _follow(s, subs, grid, scratch, counters):
     cur = g.level
     pre = grid.prefix and ks == K_TOPK
     same = not pre or same_classes(r.kw_off, r.kw_len, r.kth, g.pkth, r.alpha, rb)
+    same = same and filter_holds(ks, r.kth, g.pkth, r.alpha, geo[4])
     old = 1 if cur < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
     best = -1
     if extent(r, geo[4], ext):
@@ -376,9 +377,9 @@ def _follow(s, subs, grid, scratch, counters):
     else:
         n = ln * (tmp[2] - tmp[0] + 1) * (tmp[3] - tmp[1] + 1)  # at most (top-k: some keywords may go)
     if n <= counters[C_BUDGET]:
+        g.pkth = r.kth  # the k-th key posted at (placing.regions)
         if pre:  # the prefix order follows the frequencies as they are now
             prefix_bounds(off, ln, kw_id, subs.kw_ws, freq, rb)
-            g.pkth = r.kth
             m = post_tokens(off, ln, kw_id, r.kth, r.alpha, rb, ptok)
             n = n // ln * m
             ln = m
@@ -392,11 +393,11 @@ def _follow(s, subs, grid, scratch, counters):
         g.nkw = ln
         g.pending = False
         if g.tok >= 0:
-            post_slot(grid.store, subs.rec, grid.slots, s, grid.slots.tok[s:s + 1], grid.lmax)
+            post_slot(grid.store, subs.rec, grid.slots, s, grid.slots.tok[s:s + 1], grid.lmax, geo[4])
         elif pre:
-            post_slot(grid.store, subs.rec, grid.slots, s, ptok[:ln], grid.lmax)
+            post_slot(grid.store, subs.rec, grid.slots, s, ptok[:ln], grid.lmax, geo[4])
         else:
-            post_slot(grid.store, subs.rec, grid.slots, s, kw_id[off:off + ln], grid.lmax)
+            post_slot(grid.store, subs.rec, grid.slots, s, kw_id[off:off + ln], grid.lmax, geo[4])
         counters[C_LIVE_ADD] += n
         counters[C_BUDGET] -= n
     elif not g.pending:  # out of reserved room: Python re-posts it after the call

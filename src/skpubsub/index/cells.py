@@ -21,6 +21,10 @@ from numba import njit
 from ..store.subscriptions import K_KNN, K_RANGE
 
 SLACK = 1e-9  # regions are widened a hair so float rounding never loses a match
+# A kNN/top-k slot's entry filters reach this much beyond its region's reach when it was posted:
+# a region that grows by less (a refill under a window) keeps its entries (``filter_holds``).
+MARGIN = 0.25
+SHRINK = 2.0  # ... and are posted again once its reach is under 1/SHRINK of that reach
 
 
 @njit(inline="always", cache=True)
@@ -53,26 +57,34 @@ def decode_key(key, lmax):
 
 
 @njit(inline="always", cache=True)
-def extent(r, maxdist, out):
-    """The region of subscription record ``r`` as a rectangle into ``out[0:4]``; False when
-    unbounded (global list)."""
-    kind, kth, alpha = r.kind, r.kth, r.alpha
-    if kind == K_RANGE:
-        out[0] = r.rx1
-        out[1] = r.ry1
-        out[2] = r.rx2
-        out[3] = r.ry2
-        return True
+def reach(kind, kth, alpha, maxdist):
+    """The half-side of a kNN or top-k region whose k-th key is ``kth`` (``extent``'s square
+    around the subscription's point), or -1 when the region is unbounded (global list)."""
     if not math.isfinite(kth):
-        return False
+        return -1.0
     if kind == K_KNN:
         d = math.sqrt(kth)
     else:  # top-k: alpha*(1 - d/MaxDist) + (1 - alpha)*1 >= score  =>  d <= MaxDist*(1-score)/alpha
         room = (1.0 + kth) + SLACK
         if room >= alpha:
-            return False
+            return -1.0
         d = maxdist * room / alpha
-    d = d * (1.0 + SLACK) + SLACK
+    return d * (1.0 + SLACK) + SLACK
+
+
+@njit(inline="always", cache=True)
+def extent(r, maxdist, out):
+    """The region of subscription record ``r`` as a rectangle into ``out[0:4]``; False when
+    unbounded (global list)."""
+    if r.kind == K_RANGE:
+        out[0] = r.rx1
+        out[1] = r.ry1
+        out[2] = r.rx2
+        out[3] = r.ry2
+        return True
+    d = reach(r.kind, r.kth, r.alpha, maxdist)
+    if d < 0.0:
+        return False
     out[0] = r.x - d
     out[1] = r.y - d
     out[2] = r.x + d
@@ -81,14 +93,35 @@ def extent(r, maxdist, out):
 
 
 @njit(inline="always", cache=True)
-def filter_box(r):
+def filter_box(r, pkth, maxdist):
     """The float32 box posted beside each entry of subscription record ``r`` (``postings``'
-    boxes; ``probe._read_list`` tests it first): a range subscription's rectangle rounded
-    outward, so it holds every point the rectangle does; else the whole plane (a kNN or top-k
-    region may be tightened in place, so a box taken at posting could come to exclude it)."""
-    if r.kind != K_RANGE:
+    boxes; ``probe._read_list`` tests it first), rounded outward so that it holds every point
+    of the region: a range subscription's rectangle; a kNN or top-k one's square of reach
+    ``MARGIN`` beyond the region's when its k-th key was ``pkth`` (the slot's, taken when it
+    was posted), or the whole plane when that was unbounded. While these entries live the
+    region may shrink, and grow up to that square (``filter_holds``: else the slot is posted
+    again; kernel ``_follow``, ``CompiledGrid.update``; index/NOTES.md, "kNN filter boxes")."""
+    if r.kind == K_RANGE:
+        return _down(r.rx1), _down(r.ry1), _up(r.rx2), _up(r.ry2)
+    d = reach(r.kind, pkth, r.alpha, maxdist)
+    if d < 0.0:
         return np.float32(-np.inf), np.float32(-np.inf), np.float32(np.inf), np.float32(np.inf)
-    return _down(r.rx1), _down(r.ry1), _up(r.rx2), _up(r.ry2)
+    d = (1.0 + MARGIN) * d  # ``filter_holds``' bound, the same float64 expression
+    return _down(r.x - d), _down(r.y - d), _up(r.x + d), _up(r.y + d)
+
+
+@njit(inline="always", cache=True)
+def filter_holds(kind, kth, pkth, alpha, maxdist):
+    """May a kNN/top-k slot posted at k-th key ``pkth`` stay posted now that it is ``kth``?
+    Not once its region's reach grew past its entries' filters (``filter_box``: ``MARGIN``
+    beyond the reach at ``pkth``), which would miss objects; nor once it shrank to under half
+    the reach at ``pkth``, where the filters pass candidates from several times its area: it
+    is posted again, tighter (index/NOTES.md, "kNN filter boxes")."""
+    then = reach(kind, pkth, alpha, maxdist)
+    if then < 0.0:  # posted unbounded: whole-plane filters (a bounded region is re-posted by level)
+        return True
+    now = reach(kind, kth, alpha, maxdist)
+    return 0.0 <= now and now <= (1.0 + MARGIN) * then and SHRINK * now >= then
 
 
 @njit(inline="always", cache=True)

@@ -40,10 +40,10 @@ from ..core.vocab import Vocabulary
 from ..core import postings as P
 from ..core.layouts import Directory, Grid, cached, uncached
 from .base import SubscriptionIndex
-from .cells import box_at, decode_key, level_key
+from .cells import box_at, decode_key, filter_holds, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
-from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, new_one, place_slot,
+from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, filters_of, new_one, place_slot,
                       post_many, post_slot, region_of, regions, register_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import _has_entry, kw_sig, scan, sweep
@@ -343,7 +343,7 @@ class CompiledGrid(SubscriptionIndex):
         self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 and self.tok[s] < 0 else -1
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
-        post_slot(self.store.plain, self.subs.layout.rec, self._slots, s, kws, self.lmax)
+        post_slot(self.store.plain, self.subs.layout.rec, self._slots, s, kws, self.lmax, self.geo[4])
         self.live_entries += n
 
     def refresh(self, objects: int) -> int:
@@ -404,7 +404,8 @@ class CompiledGrid(SubscriptionIndex):
         list, or shrank a level finer (same rule as the kernel's)."""
         level, _ = self._region(s)
         cur = int(self.level[s])
-        same = self._same(s)
+        c = self.subs.cols
+        same = self._same(s) and filter_holds(c.kind[s], c.kth[s], self.pkth[s], c.alpha[s], self.geo[4])
         if cur < 0 or level < 0 or level > cur:
             if level != cur or cur >= 0 or not same:
                 self.place(s)
@@ -483,18 +484,15 @@ class CompiledGrid(SubscriptionIndex):
         ok = c.active[s] & (self.epoch[s] == (ents & 0xFFFFFFFF)) & (self.level[s] == level) & (
             (level < 0) | ((b[:, 0] <= cx) & (cx <= b[:, 2]) & (b[:, 1] <= cy) & (cy <= b[:, 3])))
         ls, lk = s[ok], keys[ok]
-        # each live entry's filter (placing.entry_filter): its range rectangle rounded outward (else the
-        # plane) and its slot's keyword signature
+        # each live entry's filter (placing.entry_filter): its range rectangle, or its kNN/top-k region
+        # at the k-th key it was posted at widened by cells.MARGIN, rounded outward, and its slot's
+        # keyword signature; and each slot's region now lies inside it (the filter passes its objects)
         fl = st.blk_filter[at[ok]]
-        rng = c.kind[ls] == K_RANGE
-        for name, way in (("x1", -np.inf), ("y1", -np.inf), ("x2", np.inf), ("y2", np.inf)):
-            v = getattr(c, "r" + name)[ls[rng]]
-            f = v.astype(np.float32)
-            inward = f.astype(np.float64) > v if way < 0 else f.astype(np.float64) < v
-            want = np.full(len(ls), way, dtype=np.float32)
-            want[rng] = np.where(inward, np.nextafter(f, np.float32(way)), f)
-            assert np.array_equal(fl[name], want), ("a live entry's filter box is not its slot's", name)
-        assert np.array_equal(fl["sig"], self.sig[ls]), "a live entry's signature is not its slot's"
+        want = np.empty(len(ls), dtype=P.FILTER)
+        outside = filters_of(ls, self.subs.layout.rec, self._slots, self.geo[4], want)
+        for name in ("x1", "y1", "x2", "y2", "sig"):
+            assert np.array_equal(fl[name], want[name]), ("a live entry's filter is not its slot's", name)
+        assert outside == 0, ("regions grown past their entries' filters", outside)
         order = np.lexsort((ls, lk))
         ls_o, lk_o = ls[order], lk[order]
         assert not np.any((ls_o[1:] == ls_o[:-1]) & (lk_o[1:] == lk_o[:-1])), "a slot's live entry twice in one list"

@@ -29,16 +29,16 @@ from .probe import kw_sig
 
 
 @njit(cache=True)
-def post_slot(st, rec, slots, s, kws, lmax):
+def post_slot(st, rec, slots, s, kws, lmax, maxdist):
     """Entries of slot ``s`` under each token of ``kws`` in store ``st``, where its record in
     ``slots`` places it (its epoch, and the cells of its box on its level; level -1: the
-    global lists), each with its filter (``entry_filter`` of ``rec[s]`` and the slot's
-    signature); returns how many."""
+    global lists), each with its filter (``entry_filter`` of ``rec[s]`` and the slot);
+    returns how many."""
     g = slots[s]
     entry = (np.int64(s) << 32) | g.epoch
     level = np.int64(g.level)
     box = g.box
-    fb = entry_filter(rec[s], g.sig)
+    fb = entry_filter(rec[s], g, maxdist)
     n = 0
     for w in kws:
         if level < 0:
@@ -96,14 +96,32 @@ def _sig(r, kw_id):
 
 
 @njit(inline="always", cache=True)
-def entry_filter(r, sig):
-    """The filter posted beside each entry of record ``r``'s slot (``postings.FILTER``, what
-    ``probe._read_list`` tests before the slot's records): ``cells.filter_box`` and the slot's
-    signature ``sig`` (``_sig``, set where the slot is placed). Both stay the slot's while its
-    entries live: a range rectangle and the keywords never change, and a kNN or top-k
-    region's box is the whole plane."""
-    x1, y1, x2, y2 = filter_box(r)
-    return x1, y1, x2, y2, np.uint32(sig)
+def entry_filter(r, g, maxdist):
+    """The filter posted beside each entry of record ``r``'s slot ``g`` (``postings.FILTER``,
+    what ``probe._read_list`` tests before the slot's records): ``cells.filter_box`` at the
+    slot's ``pkth`` and its signature (``_sig``), both set where the slot is placed. Both
+    hold while its entries live: a range rectangle and the keywords never change, and a kNN
+    or top-k region that grows past ``pkth`` is posted again."""
+    x1, y1, x2, y2 = filter_box(r, g.pkth, maxdist)
+    return x1, y1, x2, y2, np.uint32(g.sig)
+
+
+@njit(cache=True)
+def filters_of(slots, rec, sl, maxdist, out):
+    """``entry_filter`` of each of ``slots`` into ``out`` (``postings.FILTER``): what their
+    live entries must carry (``CompiledGrid._check``); returns how many of the slots' regions
+    now reach outside that filter (none may: the filter must pass every object they take)."""
+    ext = np.empty(4)
+    bad = 0
+    for i in range(len(slots)):
+        s = slots[i]
+        f = out[i]
+        f.x1, f.y1, f.x2, f.y2, f.sig = entry_filter(rec[s], sl[s], maxdist)
+        if extent(rec[s], maxdist, ext):
+            bad += not (f.x1 <= ext[0] and f.y1 <= ext[1] and ext[2] <= f.x2 and ext[3] <= f.y2)
+        else:
+            bad += not (f.x1 == -np.inf and f.y1 == -np.inf and f.x2 == np.inf and f.y2 == np.inf)
+    return bad
 
 
 @njit(cache=True)
@@ -119,7 +137,7 @@ def regions(slots, subs, grid, ext):
         pre = grid.prefix and r.kind == K_TOPK
         if pre:  # the prefix order follows the frequencies as they are now
             prefix_bounds(r.kw_off, r.kw_len, subs.kw_id, subs.kw_ws, grid.freq, grid.rb)
-            sl[s].pkth = r.kth
+        sl[s].pkth = r.kth  # the k-th key posted at: the entry filter's, and top-k classes'
         if not extent(r, grid.geo[4], ext):
             level = -1
             box[:] = -1
@@ -183,7 +201,7 @@ def post_many(slots, subs, grid, toks):
         cells = 1 if sl[s].level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
         if not P.room(st, n * cells):
             return i
-        post_slot(st, subs.rec, sl, s, toks[:n], grid.lmax)
+        post_slot(st, subs.rec, sl, s, toks[:n], grid.lmax, grid.geo[4])
     return len(slots)
 
 
@@ -207,7 +225,7 @@ def entries_of(slots, subs, grid, toks, keys, ents, filters):
         level = np.int64(sl[s].level)
         box = sl[s].box
         entry = (np.int64(s) << 32) | sl[s].epoch
-        fb = entry_filter(r, sl[s].sig)
+        fb = entry_filter(r, sl[s], grid.geo[4])
         if level < 0:
             for w in toks[:m]:
                 n = _entry(keys, ents, filters, n, -(np.int64(w) + 1), entry, fb)
@@ -359,7 +377,7 @@ def place_slot(s, one, assign):
     freq = one.freq
     if topk:  # the prefix order follows the frequencies as they are now
         prefix_bounds(r.kw_off, r.kw_len, kw_id, one.kw_ws, freq, one.rb)
-        sl.pkth = r.kth
+    sl.pkth = r.kth  # the k-th key posted at (``regions``)
     box = sl.box
     ext = one.ext
     if extent(r, one.geo[4], ext):
@@ -380,7 +398,7 @@ def place_slot(s, one, assign):
     st = one.store
     if not P.room(st, n * cells):
         return DONE, old, n * cells, False, st.meta[P.M_ENTRIES], topk
-    post_slot(st, rec, slots, s, toks[:n], lmax)
+    post_slot(st, rec, slots, s, toks[:n], lmax, one.geo[4])
     return DONE, old, n * cells, True, st.meta[P.M_ENTRIES], topk
 
 

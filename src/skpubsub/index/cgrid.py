@@ -54,7 +54,7 @@ SLOT_FIELDS = (
     ("epoch", np.int64, 0),
     ("stamp", np.int64, -1),  # last probe that met the slot (scan)
     ("box", "(4,)i4", -1),
-    ("pkth", np.float64, math.inf),  # the entry rule a top-k slot's classes were chosen at
+    ("pkth", np.float64, math.inf),  # the k-th key it was posted at: its entries' filters, top-k classes
     ("tok", np.int64, -1),  # a posting token other than keywords (aoiq), or -1
     ("nkw", np.int32, 0),  # keywords posted under (0: not posted)
     ("kw0", np.int32, -1),  # the one keyword an `all` subscription is posted under

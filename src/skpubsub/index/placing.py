@@ -101,7 +101,7 @@ def entry_filter(r, g, maxdist):
     what ``probe._read_list`` tests before the slot's records): ``cells.filter_box`` at the
     slot's ``pkth`` and its signature (``_sig``), both set where the slot is placed. Both
     hold while its entries live: a range rectangle and the keywords never change, and a kNN
-    or top-k region that grows past ``pkth`` is posted again."""
+    or top-k region that grows past its filter is posted again (``cells.filter_holds``)."""
     x1, y1, x2, y2 = filter_box(r, g.pkth, maxdist)
     return x1, y1, x2, y2, np.uint32(g.sig)
 

@@ -117,12 +117,11 @@ class Engine:
 
     def _hold(self, ev: Sub) -> bool:
         """Hold a lone subscription, to be registered with the ones after it as a run
-        (``flush``), when registering it would change nothing else (``_subscribe_one``'s
-        terms) and it has no end of its own (the clock, which the next ones' terms read,
-        stays as it is). Registered alone, a subscription costs ~3x its share of a run
-        (engine/NOTES.md, "Lone subscriptions"). Returns whether it was held."""
-        if (ev.expires is not None or self._old or self._matches or self.external
-                or (ev.kind != RANGE and self.window.retains) or self.clock.due_by(ev.t)):
+        (``flush``), when registering it would change nothing else (``_lean``) and it has no
+        end of its own (the clock, which the next ones' terms read, stays as it is).
+        Registered alone, a subscription costs ~3x its share of a run (engine/NOTES.md,
+        "Lone subscriptions"). Returns whether it was held."""
+        if ev.expires is not None or not self._lean(ev):
             return False
         held = self._lone
         held.append(ev)
@@ -195,13 +194,20 @@ class Engine:
         if self._held or self._unheld or self.vocab.busy:
             self._recycle_keywords()
 
+    def _lean(self, ev: Sub | Unsub) -> bool:
+        """Would applying ``ev`` alone do nothing but (un)register it? Nothing due to leave by
+        its time, no notification pending, no dispatcher expiring for this engine, and for a
+        subscription no result to compute (a range one, or no window: a kNN/top-k one starts
+        empty). The terms of ``_subscribe_one``, ``_unsubscribe_one`` and ``_hold``."""
+        if self._old or self._matches or self.external or self.clock.due_by(ev.t):
+            return False
+        return type(ev) is not Sub or ev.kind == RANGE or not self.window.retains
+
     def _subscribe_one(self, ev: Sub) -> bool:
         """``apply_one`` of a subscription without its per-event machinery, when that would
-        have done nothing else: nothing due to leave by its time, no result to compute (a
-        range subscription, or no window: a kNN/top-k one starts empty), no notification
-        pending. Returns False, having done nothing, otherwise. O(keywords + cells)."""
-        if (self._old or self._matches or self.external or (ev.kind != RANGE and self.window.retains)
-                or self.clock.due_by(ev.t)):
+        have done nothing else (``_lean``). Returns False, having done nothing, otherwise.
+        O(keywords + cells)."""
+        if not self._lean(ev):
             return False
         reg = getattr(self.index, "register", None)  # acquire, add and insert in one compiled call
         s = reg(ev) if reg is not None else -1
@@ -215,8 +221,8 @@ class Engine:
         return True
 
     def _unsubscribe_one(self, ev: Unsub) -> bool:
-        """``apply_one`` of an unsubscription, on the same terms as ``_subscribe_one``."""
-        if self._old or self._matches or self.external or self.clock.due_by(ev.t):
+        """``apply_one`` of an unsubscription, on the same terms as ``_subscribe_one`` (``_lean``)."""
+        if not self._lean(ev):
             return False
         self._drop(self.subs.slot_of[ev.id])
         self.free_unreferenced()

@@ -14,8 +14,9 @@ from typing import Any
 
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
+from .feeder import judged
 from ..io.events import Pub, Rejection, Sub, Unsub, events_of
-from ..io.lines import stream_blocks, stream_lines
+from ..io.lines import stream_lines
 from ..io.sinks import RunWriter
 from ..io.validate import Gate
 
@@ -83,20 +84,20 @@ def fewer_collections(young: int = 50_000) -> Iterator[None]:
 def run(events: str | Path, out: str | Path, window: str | Window = "none", space: Space | None = None,
         index: str = DEFAULT_INDEX, progress: bool | None = None, workers: int = 1, partitioner: str | None = None,
         init_objects: int = 1000, processes: bool = True, rebalance: dict | None = None,
-        batch_size: int = BATCH, **index_params: Any) -> dict:
+        batch_size: int = BATCH, apart: bool | None = None, **index_params: Any) -> dict:
     """Run one event file; returns the metrics also written to ``metrics.json``.
 
     Streams the input: memory is O(batch + engine state), never the whole file.
     With ``partitioner``, ``workers`` engines run behind a dispatcher; the plan is
     made from the stream's head up to its first ``init_objects`` objects (O_init).
     ``rebalance``: :class:`~skpubsub.runtime.rebalance.Rebalancer` parameters
-    (dynamic load adjustment between micro-batches).
+    (dynamic load adjustment between micro-batches). ``apart``: the single engine's input
+    read and judged in a second process (``feeder.judged``; None: for a large file).
     """
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
     multi = partitioner is not None
     engine = None if multi else _Single(make_engine(index, window, space, **index_params))
-    gate = Gate(window, space)
     writer = RunWriter(Path(out))
     accepted: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
@@ -105,12 +106,15 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     if progress is None:
         progress = sys.stderr.isatty() and not os.environ.get("CI")
     bar = None
+    start = time.perf_counter()
+    # the reading process, if any, forked before the bar's thread starts
+    items = None if multi else judged(path, window, space, apart)
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=size, unit="B", unit_scale=True, desc="events", file=sys.stderr)
-    start = time.perf_counter()
     apply_s = 0.0
-    with open(path, "rb") as f:
+    # the file (multi) or the Gate's items: closed with the loop however it ends (a reading process too)
+    with open(path, "rb") if multi else contextlib.closing(items) as source:
         batch: list = []  # events, and SubBlocks and PubBlocks of several (single engine)
         size_of = 0  # events in the batch
         done = 0
@@ -131,7 +135,8 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
             engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params, rebalance)
 
         if multi:  # O_init decides when the engines start: event by event, as it counts them
-            for line_no, raw in stream_lines(f):
+            gate = Gate(window, space)
+            for line_no, raw in stream_lines(source):
                 ev = gate.admit_line(raw, line_no)
                 if isinstance(ev, Rejection):
                     flush()  # keep rejected.jsonl and notifications in stream order
@@ -147,12 +152,10 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                 if len(batch) >= batch_size:
                     flush()
                     if bar is not None:
-                        bar.update(f.tell() - done)
-                        done = f.tell()
+                        bar.update(source.tell() - done)
+                        done = source.tell()
         else:  # a block of lines at a time (Gate.admit_block); batches cut where they always were
-            for first, n_lines, lines in stream_blocks(f):
-                out = gate.admit_block(first, lines, n_lines)
-                label = gate.block_label
+            for out, label, pos in source:
                 if label is None:
                     for ev in out:
                         if type(ev) is Rejection:
@@ -176,8 +179,8 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                         if size_of >= batch_size:
                             flush()
                 if bar is not None:
-                    bar.update(f.tell() - done)
-                    done = f.tell()
+                    bar.update(pos - done)
+                    done = pos
         if engine is None:
             start_plan()
         flush()

@@ -1,0 +1,109 @@
+"""``run``'s input, read and judged by the Gate (``Gate.admit_block``) block by block, in
+this process or in a second one beside the engine (io/NOTES.md, "Reading in a second
+process").
+
+Either way the run loop gets the same items in the same order: ``(out, label, pos)``, the
+Gate's output for a block of lines (``label`` its ``block_label``: a ``SubBlock`` or
+``PubBlock`` of one kind, else None and a list of events and rejections) and the file
+offset read so far (for the progress bar). The Gate is the only state the items depend on,
+and it lives whole in the one process that reads.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+from ..core.config import Space, Window
+from .failure import RunFailure
+from ..io.lines import stream_blocks
+from ..io.validate import Gate
+
+APART = 4 << 20  # bytes of input from which a second process reads (below, its start costs more than it saves)
+
+
+def judged(path: Path, window: Window, space: Space, apart: bool | None = None) -> Iterator[tuple]:
+    """The Gate's items for the file at ``path``; ``apart``: in a second process (None: when
+    the file has ``APART`` bytes or more and the platform forks)."""
+    if apart is None:
+        apart = (path.stat().st_size >= APART and "fork" in mp.get_all_start_methods()
+                 and len(os.sched_getaffinity(0)) > 1)  # (one core: the two would take turns)
+    return _apart(path, window, space) if apart else _here(path, window, space)
+
+
+def _here(path: Path, window: Window, space: Space) -> Iterator[tuple]:
+    gate = Gate(window, space)
+    with open(path, "rb") as f:
+        for first, n_lines, lines in stream_blocks(f):
+            out = gate.admit_block(first, lines, n_lines)
+            yield out, gate.block_label, f.tell()
+
+
+def _apart(path: Path, window: Window, space: Space) -> Iterator[tuple]:
+    """``_here`` run by a forked child (started at once: the caller may start threads after)
+    that sends each item through a pipe, pickled by the connection as the worker processes'
+    messages are; then None, or the exception that ended it. The pipe bounds what is read
+    ahead: the child waits while the run is a message behind. The child opens the file
+    itself, so an error opening or reading it reaches the run as the exception ``_here``
+    raises."""
+    ctx = mp.get_context("fork")  # the Gate's modules are loaded here already: no start-up
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, path, window, space), daemon=True)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:  # blocked across the fork: the child sets its own handlers before it can take one
+        child.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    send.close()
+    return _received(recv, child, path)
+
+
+def _received(recv, child, path: Path) -> Iterator[tuple]:
+    try:
+        while True:
+            try:
+                msg = recv.recv()
+            except (EOFError, OSError):  # the child died (killed), maybe mid-message: one line (SPEC 7)
+                child.join(1)
+                raise RunFailure(f"the process reading {path} ended unexpectedly (exit code {child.exitcode})"
+                                 ) from None
+            if type(msg) is tuple:
+                yield msg
+            elif msg is None:
+                return
+            else:
+                raise msg
+    finally:  # the run's end, an error or an interrupt: the child goes too
+        recv.close()
+        if child.is_alive():
+            child.terminate()
+        child.join()
+
+
+def _child(send, path: Path, window: Window, space: Space) -> None:
+    """The reading process. Ctrl-C reaches the whole process group, and the run answers it
+    (one line, exit 130; SPEC 7): ignored here. SIGTERM kills it (the run's ``terminate``),
+    without the run's handler. It ends at the input's end or when the run closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    try:
+        try:
+            for item in _here(path, window, space):
+                send.send(item)
+            last: BaseException | None = None
+        except (EOFError, BrokenPipeError):
+            return  # the run is gone
+        except Exception as exc:  # raised in the run as it would be here
+            last = exc
+        try:
+            send.send(last)
+        except (EOFError, BrokenPipeError):
+            raise
+        except Exception:  # an exception that does not pickle: its line
+            send.send(RunFailure(f"{type(last).__name__}: {last}"))
+    except (EOFError, BrokenPipeError):
+        pass

@@ -83,6 +83,10 @@ def test_run_on_spark_equals_the_reference(spark, tmp_path: Path, partitioner: s
     assert len(m["batches"]) >= min(len(s.events) // batch, 3)
     b = m["batches"][-1]
     assert b["duration_seconds"] is not None and b["worker_seconds"] and b["state_rows"] > 0
+    # the worker phase's span covers every worker's work and lies within the batch
+    assert max(b["worker_seconds"]) <= b["workers_seconds"] <= b["duration_seconds"]
+    assert b["spark_overhead_seconds"] == pytest.approx(
+        b["duration_seconds"] - b["sequencer_seconds"] - b["workers_seconds"] - b["sink_seconds"], abs=1e-5)
     assert (tmp_path / "spark" / "metrics.png").stat().st_size > 0
 
 

@@ -51,6 +51,7 @@ def _apart(path: Path, window: Window, space: Space) -> Iterator[tuple]:
     raises."""
     ctx = mp.get_context("fork")  # the Gate's modules are loaded here already: no start-up
     recv, send = ctx.Pipe(duplex=False)
+    _widen(send)
     child = ctx.Process(target=_child, args=(send, path, window, space), daemon=True)
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
     try:  # blocked across the fork: the child sets its own handlers before it can take one
@@ -59,6 +60,18 @@ def _apart(path: Path, window: Window, space: Space) -> Iterator[tuple]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
     send.close()
     return _received(recv, child, path)
+
+
+def _widen(conn) -> None:
+    """The pipe's buffer at its largest allowed (``/proc/sys/fs/pipe-max-size``, 1 MB by
+    default, against 64 KB): the child reads a few blocks ahead while the run is busy."""
+    try:
+        import fcntl
+
+        with open("/proc/sys/fs/pipe-max-size") as f:
+            fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, int(f.read()))
+    except (OSError, ValueError, AttributeError, ImportError):
+        pass
 
 
 def _received(recv, child, path: Path) -> Iterator[tuple]:

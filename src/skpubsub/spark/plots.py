@@ -7,7 +7,8 @@ from typing import BinaryIO
 
 
 def plot_batches(batches: list[dict], path: Path | BinaryIO, title: str) -> Path | BinaryIO:
-    """Stacked per-batch time: sequencer, slowest worker, sink, Spark overhead; latency line."""
+    """Stacked per-batch time: sequencer, workers (their span: ``pipeline._span``), sink, Spark
+    overhead; latency line."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -15,7 +16,7 @@ def plot_batches(batches: list[dict], path: Path | BinaryIO, title: str) -> Path
 
     xs = [b["batch"] for b in batches]
     parts = [("sequencer", [b["sequencer_seconds"] for b in batches]),
-             ("slowest worker", [max(b["worker_seconds"], default=0.0) for b in batches]),
+             ("workers", [b.get("workers_seconds", max(b["worker_seconds"], default=0.0)) for b in batches]),
              ("sink", [b["sink_seconds"] or 0.0 for b in batches]),
              ("Spark overhead", [max(b["spark_overhead_seconds"] or 0.0, 0.0) for b in batches])]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -37,7 +38,7 @@ def plot_batches(batches: list[dict], path: Path | BinaryIO, title: str) -> Path
 
 def plot_scaling(rows: list[dict], path: Path | BinaryIO, title: str) -> Path | BinaryIO:
     """``bench spark --cluster``: per executor count, objects/s; the median busy batch split
-    into sequencer, slowest worker, sink and Spark overhead, with its latency; peak memory."""
+    into sequencer, workers (their span), sink and Spark overhead, with its latency; peak memory."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -53,7 +54,7 @@ def plot_scaling(rows: list[dict], path: Path | BinaryIO, title: str) -> Path | 
     a1.set_title("throughput", fontsize=10)
     a1.legend(fontsize=8)
     bottom = [0.0] * len(rows)
-    for name, key in (("sequencer", "sequencer_seconds"), ("slowest worker", "slowest_worker_seconds"),
+    for name, key in (("sequencer", "sequencer_seconds"), ("workers", "workers_seconds"),
                       ("sink", "sink_seconds"), ("Spark overhead", "spark_overhead_seconds")):
         ys = [max(r["median_busy_batch"][key] or 0.0, 0.0) for r in rows]
         a2.bar(xs, ys, 0.6, bottom=bottom, label=name)

@@ -126,6 +126,7 @@ class WorkerProcessor(StatefulProcessor):
             out = [r for p in payloads for r in driver_rows(decode_driver(p))]
             yield pd.DataFrame(write_parts(parts, batch, DRIVER, out), columns=COLUMNS)
             return
+        began = time.time()  # wall clock, comparable between the batch's tasks: its workers' span
         t0 = time.perf_counter()
         (token, version, logged, snap_version), ws, how = self._load(worker)
         t1 = time.perf_counter()
@@ -149,7 +150,7 @@ class WorkerProcessor(StatefulProcessor):
             items=len(items), cache=how, load_seconds=round(t1 - t0, 6),
             apply_seconds=round(t2 - t1, 6), state_seconds=round(t3 - t2, 6), write_seconds=round(t4 - t3, 6),
             ingest=float(pdf["ingest"].min()), log_entries=logged, snapshot_bytes=snap_bytes,
-            routed_bytes=sum(len(p) for p in payloads)))
+            routed_bytes=sum(len(p) for p in payloads), began=began, ended=time.time()))
         yield pd.DataFrame(out, columns=COLUMNS)
 
     def close(self) -> None:

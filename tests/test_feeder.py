@@ -34,7 +34,8 @@ def _hostile_file(path: Path, seed: int, copies: int) -> Path:
     rng = random.Random(seed)
     with open(path, "wb") as f:
         for i in range(12_000):
-            f.write(b'{"op":"sub","id":"r%d","t":0,"kind":"range","rect":[-180,-90,%d,0],"keywords":["a"]}\n' % (i, i % 180))
+            line = b'{"op":"sub","id":"r%d","t":0,"kind":"range","rect":[-180,-90,%d,0],"keywords":["a"]}\n'
+            f.write(line % (i, i % 180))
         for c in range(copies):
             for rec in st.events:
                 rec = dict(rec, id=f"{rec['id']}~{c}") if "id" in rec else rec

@@ -408,8 +408,9 @@ def format_report(rep: dict) -> str:
         f"session start and statistics included)  = {rep['spark_vs_local']}x local",
         f"spark batches : {s['objects_per_second_batches'] or 0:>10,.1f} objects/s  ({s['batches']} batches, "
         f"{s['batch_seconds_total']:.1f} s, of it the sequencer {s['sequencer_seconds_total']:.1f} s)",
-        f"median batch  : {mb['duration_seconds']} s (of {s['busy_batches']} with worker rows) = sequencer {mb['sequencer_seconds']} + workers "
-        f"{mb['workers_seconds']} (slowest {mb['slowest_worker_seconds']}) + sink {mb['sink_seconds']} + Spark {mb['spark_overhead_seconds']}; "
+        f"median batch  : {mb['duration_seconds']} s (of {s['busy_batches']} with worker rows) = sequencer "
+        f"{mb['sequencer_seconds']} + workers {mb['workers_seconds']} (slowest {mb['slowest_worker_seconds']}) + "
+        f"sink {mb['sink_seconds']} + Spark {mb['spark_overhead_seconds']}; "
         f"latency {mb['latency_seconds']} s",
         f"state         : engine snapshots {s['snapshot_bytes_per_subscription']} B/subscription, "
         f"state store on disk {s['state_store_bytes_per_subscription']} B/subscription",

@@ -490,22 +490,30 @@ def _stable_runs(order, starts):
             order[j + 1] = v
 
 
-@intrinsic
-def _prefetch(typingctx, arr, idx):
-    """Ask for the cache line of ``arr[idx]`` ahead of its use (``llvm.prefetch``: for a
-    write, kept in all cache levels); a hint only, so an index past the end does no harm."""
-    sig = types.void(arr, types.intp)
+def _prefetcher(rw: int, doc: str):
+    @intrinsic
+    def prefetch(typingctx, arr, idx):
+        sig = types.void(arr, types.intp)
 
-    def codegen(context, builder, sig, args):
-        ary = context.make_array(sig.args[0])(context, builder, args[0])
-        ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
-        i32 = ir.IntType(32)
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]),
-                                            "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8")
-        builder.call(fn, [ptr, i32(1), i32(3), i32(1)])
-        return context.get_dummy_value()
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(sig.args[0])(context, builder, args[0])
+            ptr = builder.bitcast(builder.gep(ary.data, [args[1]]), ir.IntType(8).as_pointer())
+            i32 = ir.IntType(32)
+            fty = ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32])
+            fn = cgutils.get_or_insert_function(builder.module, fty,
+                                                "llvm.prefetch.p0" if ptr.type.is_opaque else "llvm.prefetch.p0i8")
+            builder.call(fn, [ptr, i32(rw), i32(3), i32(1)])  # (address, write?, keep in all levels, data)
+            return context.get_dummy_value()
 
-    return sig, codegen
+        return sig, codegen
+
+    prefetch.__doc__ = doc
+    return prefetch
+
+
+prefetch = _prefetcher(1, """Ask for the cache line of ``arr[idx]`` ahead of a write to it (``llvm.prefetch``,
+kept in all cache levels); a hint only, so an index past the end does no harm.""")
+prefetch_read = _prefetcher(0, """``prefetch`` ahead of a read (the line need not be taken for writing).""")
 
 
 AHEAD = 16  # runs ahead that _append_runs asks for the lines it will touch
@@ -518,7 +526,7 @@ def _append_runs(st, first, starts, korder, home, payload, at):
     ``append``'s result, one probe per key (``home``: each key's hash slot). In three passes
     over the runs (``at``: scratch, two per run): the list of each key (the hash probes), its
     tail block and fill, then the writes, the first and last asking ``AHEAD`` runs early for
-    the lines they will touch (``_prefetch``). One pass doing all three per run waited on a
+    the lines they will touch (``prefetch``). One pass doing all three per run waited on a
     cache miss at each step (NOTES.md, bulk appends)."""
     h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
     ents, filters = payload
@@ -526,8 +534,8 @@ def _append_runs(st, first, starts, korder, home, payload, at):
     for i in range(nr):
         if i + AHEAD < nr:
             h = home[korder[i + AHEAD]]
-            _prefetch(h_keys, h)
-            _prefetch(h_vals, h)
+            prefetch(h_keys, h)
+            prefetch(h_vals, h)
         at[i] = _list_of(st, first[korder[i]])
     for i in range(nr):  # each list's tail block and fill: (tail + 1) * (B + 1) + fill
         p = at[i]
@@ -535,9 +543,9 @@ def _append_runs(st, first, starts, korder, home, payload, at):
     for i in range(nr):
         if i + AHEAD < nr and at[nr + i + AHEAD] > B:  # a tail block to write into
             tf = at[nr + i + AHEAD]
-            _prefetch(blk_data, (tf // (B + 1) - 1) * B + tf % (B + 1))
+            prefetch(blk_data, (tf // (B + 1) - 1) * B + tf % (B + 1))
             if len(blk_filter):
-                _prefetch(blk_filter, (tf // (B + 1) - 1) * B + tf % (B + 1))
+                prefetch(blk_filter, (tf // (B + 1) - 1) * B + tf % (B + 1))
         r = korder[i]
         p = at[i]
         t = at[nr + i] // (B + 1) - 1

@@ -130,6 +130,15 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
     wi = 0
     dropped = 0
     while rb >= 0:
+        # The next block's lines asked for before this one is read: a list's blocks lie apart,
+        # and each waited for its own miss (index/NOTES.md, "Prefetching the next block").
+        nb = blk_next[rb]
+        if nb >= 0:
+            P.prefetch_read(blk_data, nb * B)
+            P.prefetch_read(filt, nb * B)
+            P.prefetch_read(filt, nb * B + 3)
+            P.prefetch_read(filt, nb * B + 6)
+            P.prefetch_read(filt, nb * B + B - 1)
         cnt = B if rb != tail else p_fill[p]
         for ri in range(rb * B, rb * B + cnt):
             f = filt[ri]
@@ -161,7 +170,7 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
                 stamp[s] = st
                 cands[nc] = s
                 nc += 1
-        rb = blk_next[rb]
+        rb = nb
     if dropped:
         P.truncate(store, p, wb, wi, dropped)
     return nc

@@ -16,7 +16,7 @@ def plot_batches(batches: list[dict], path: Path | BinaryIO, title: str) -> Path
 
     xs = [b["batch"] for b in batches]
     parts = [("sequencer", [b["sequencer_seconds"] for b in batches]),
-             ("workers", [b.get("workers_seconds", max(b["worker_seconds"], default=0.0)) for b in batches]),
+             ("workers", [b["workers_seconds"] for b in batches]),
              ("sink", [b["sink_seconds"] or 0.0 for b in batches]),
              ("Spark overhead", [max(b["spark_overhead_seconds"] or 0.0, 0.0) for b in batches])]
     fig, ax = plt.subplots(figsize=(8, 4))

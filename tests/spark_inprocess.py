@@ -43,7 +43,7 @@ def apply_batch(workers, rows, window, space, exports: dict) -> tuple[list[bytes
         for r in out:
             if r[1] == "notes":
                 seq, reg, match = unpack_notes(bytes(r[5]), int(r[2]))
-                parts.append(b"".join(note_part(r[4].split("\n"), seq, reg, match)).splitlines(True))
+                parts.append(bytes(note_part((r[4] + "\n").encode(), seq, reg, match)).splitlines(True))
             elif r[1] == "export":
                 exports[int(r[2]), w] = bytes(r[5])
             elif r[1] == "result":

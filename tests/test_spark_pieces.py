@@ -62,8 +62,8 @@ class _MemDir:
         files = self.files
 
         class _File:
-            def write_atomic(self, chunks) -> None:
-                files[name] = b"".join(chunks)
+            def write_atomic(self, data) -> None:  # as ``Loc.write_atomic``: bytes-like or chunks
+                files[name] = bytes(data) if isinstance(data, (bytes, memoryview)) else b"".join(data)
         return _File()
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from ..core import layouts as L
 from ..index.aoiq import probe_room
 from ..index.prefix import NC
-from ..io.notifications import Notes, group_rows, net_changes
+from ..io.notifications import NoteBatch, Notes, group_rows, net_changes
 from ..store.objects import pub_columns
 from ..core.clock import RunPlan
 from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_EVICT, C_LIVE_ADD, C_LIVE_DROP, C_MISS, C_NEED,
@@ -40,11 +40,39 @@ class Seg(NamedTuple):
     kw: np.ndarray
 
 
-def publish_pubs(eng, pubs: list, out: list, tags: list | None = None, expire: list | None = None) -> None:
+class Tags:
+    """A worker's keys of its notifications (``Engine.apply_routed``): for each, the index of
+    the item it came of (``at`` is the run's first) and the registration seq of its
+    subscription, read while the subscription holds its slot. Arrays, a run or event each."""
+
+    def __init__(self, eng) -> None:
+        self.eng = eng
+        self.at = 0
+        self.items: list[np.ndarray] = []
+        self.regs: list[np.ndarray] = []
+
+    def plain(self, notes: list, item: int) -> None:
+        """Item ``item``'s notifications from the plain path, right after it: each one's
+        subscription is live (an event notifies only the subscriptions it leaves active)."""
+        seq, slot_of = self.eng.subs.cols.seq, self.eng.subs.slot_of
+        self.items.append(np.full(len(notes), item, dtype=np.int64))
+        self.regs.append(np.array([seq[slot_of[n.sub]] for n in notes], dtype=np.int64))
+
+    def columns(self, notes: Notes, base: int) -> None:
+        self.items.append(notes.pub + (self.at + base))
+        self.regs.append(self.eng.subs.cols.seq[notes.codes[0]])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(item index, registration seq) of every notification, in order."""
+        if not self.items:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        return np.concatenate(self.items).astype(np.int64), np.concatenate(self.regs).astype(np.int64)
+
+
+def publish_pubs(eng, pubs: list, out: NoteBatch, tags: Tags | None = None, expire: list | None = None) -> None:
     """Apply a run of pub events on ``eng`` (an Engine over a compiled index), appending
-    notifications to ``out`` (a list or a ``NoteBatch``) in stream order (and, with ``tags``,
-    each one's pub index). ``expire``: under external expiry, the seqs of the objects that
-    leave before each pub."""
+    notifications to ``out`` in stream order (and, with ``tags``, their keys). ``expire``:
+    under external expiry, the seqs of the objects that leave before each pub."""
     cols = pub_columns(pubs)
     times, seqs = cols.t, cols.seq
     exps = _expiries(eng, cols)
@@ -78,10 +106,10 @@ def held_by(eng, o: int) -> list[int]:
     return holding(cands, o, eng.subs.layout).tolist()
 
 
-def _extend(out: list, tags: list | None, notes: list, i: int) -> None:
+def _extend(out: NoteBatch, tags: Tags | None, notes: list, i: int) -> None:
     out.extend(notes)
-    if tags is not None:
-        tags.extend([i] * len(notes))
+    if tags is not None and notes:
+        tags.plain(notes, tags.at + i)
 
 
 def _expiries(eng, cols) -> list | None:
@@ -155,7 +183,7 @@ def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
         cell=np.empty(4, dtype=np.int32), ext=np.empty(4))
 
 
-def _segment(eng, seg: Seg, expire: list | None, out: list, tags: list | None, base: int) -> int:
+def _segment(eng, seg: Seg, expire: list | None, out: NoteBatch, tags: Tags | None, base: int) -> int:
     """Run the kernel over the pubs of ``seg``; returns how many it applied (all but on a
     missing holder)."""
     oc, sc, top = eng.objs.cols, eng.subs.cols, eng.index
@@ -212,11 +240,11 @@ def _segment(eng, seg: Seg, expire: list | None, out: list, tags: list | None, b
     return done
 
 
-def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, out, tags: list | None,
+def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, out: NoteBatch, tags: Tags | None,
            base: int) -> None:
     """Turn one kernel call's rows into notifications, one net change per (pub, subscription)
-    (SPEC section 6), appended to ``out`` (a list, or columns to a ``NoteBatch``);
-    re-post queued slots; collect the objects that left."""
+    (SPEC section 6), appended to ``out`` as columns; re-post queued slots; collect the
+    objects that left."""
     sc = eng.subs.cols
     ix = eng.index.kernel_grid
     n = int(counters[C_OUT])
@@ -239,13 +267,10 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
                       oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]],
                       codes=(nc.s[:c], nc.add_obj[: nc.add_off[c]], nc.rem_obj[: nc.rem_off[c]]), times=times,
                       table=eng.subs.ids)
-        if isinstance(out, list):
-            out.extend(notes.to_list())
-        else:
-            eng.subs.lend(notes)  # the ids stay codes into ``subs.ids`` while the slots keep them
-            out.add(notes)
+        eng.subs.lend(notes)  # the ids stay codes into ``subs.ids`` while the slots keep them
+        out.add(notes)
         if tags is not None:
-            tags.extend((notes.pub + base).tolist())
+            tags.columns(notes, base)
     for s in scratch.queue[: int(counters[C_QUEUE])].tolist():
         if sc.active[s] and ix.pending[s]:
             ix.place(s)

@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Iterable
 from itertools import chain
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -41,6 +41,15 @@ KEYWORD_SLACK = 65_536
 # runs of 4,096 cost 2.8-3.0 us a subscription against 2.5-2.7 for one run of 300,000
 # (range_1m), and the event that registers them waits ~12 ms at most; the held events are kept alive.
 LONE = 4096
+
+
+class Routed(NamedTuple):
+    """``Engine.apply_routed(columns=True)``: a worker's notifications in order and, for
+    each, the index of its item and the registration seq of its subscription."""
+
+    notes: NoteBatch
+    item: np.ndarray
+    reg: np.ndarray
 
 
 class Engine:
@@ -230,24 +239,29 @@ class Engine:
 
     def _subscribe_many(self, parts: list, out: NoteBatch) -> None:
         """A run of subscriptions (``parts``: Sub events and SubBlocks, in order): at once
-        when nothing is due to leave before the last of them and none starts from alive
-        objects (no window, or none alive): then each would have changed nothing but its
-        own registration. Else one by one. At once means by columns: the run's one
-        ``SubBlock`` (the Gate's, or made of the events) registered without a Python step
-        a subscription."""
+        when ``_at_once`` allows, else one by one."""
         b = parts[0] if len(parts) == 1 and type(parts[0]) is SubBlock else SubBlock.join(parts)
-        n = len(b)
-        last = b.t[-1]  # times as given: exact comparisons (SPEC 6)
-        exps = b.expires
-        if exps is not None and (n < 2 or not any_given(exps)):
-            exps = None
-        if (n < 2 or self.external or (self.window.retains and self.alive.count)
-                or self.clock.due_by(last)
-                or (exps is not None and any(e is not None and e <= last for e in exps))):
+        if self.external or not self._at_once(b):
             for ev in b:
                 if not self._subscribe_one(ev):
                     out.extend(self.apply_one(ev))
             return
+        self._register_run(b)
+
+    def _at_once(self, b: SubBlock) -> bool:
+        """May the run ``b`` be registered at once? When nothing is due to leave before the
+        last of them and none starts from alive objects (no window, or none alive): then
+        each would have changed nothing but its own registration."""
+        exps = b.expires
+        last = b.t[-1]  # times as given: exact comparisons (SPEC 6)
+        return not (len(b) < 2 or (self.window.retains and self.alive.count) or self.clock.due_by(last)
+                    or (exps is not None and any(e is not None and e <= last for e in exps)))
+
+    def _register_run(self, b: SubBlock) -> None:
+        """Register ``b`` by columns, without a Python step a subscription (``_at_once``)."""
+        exps = b.expires
+        if exps is not None and not any_given(exps):
+            exps = None
         kw_ids = self.vocab.ids(list(chain.from_iterable(b.keywords)))  # one lookup pass for the run
         self._held.append(kw_ids)  # counted at the end of the apply (``_recycle_keywords``)
         slots = self.subs.add_many(b, kw_ids)
@@ -257,46 +271,69 @@ class Engine:
                 if e is not None:
                     self.clock.subscribe(e, q, s)
 
-    def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]]) -> list[list[Notification]]:
+    def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]],
+                     columns: bool = False) -> list[list[Notification]] | Routed:
         """A worker's share of a micro-batch: ``(event or Tick, seqs of objects that leave
-        the window first)`` in stream order; returns each item's notifications."""
+        the window first)`` in stream order; returns each item's notifications, or with
+        ``columns`` all of them as columns with their keys (:class:`Routed`)."""
         assert self.external, "apply_routed needs Engine(external_expiry=True)"  # never holds (``_hold``)
-        out: list[list[Notification]] = [[] for _ in items]
-        compiled = self.compiled
-        i = 0
-        while i < len(items):
-            ev, expire = items[i]
-            if compiled and isinstance(ev, Pub):
-                j = i
-                while j < len(items) and isinstance(items[j][0], Pub):
-                    j += 1
-                from .driver import publish_pubs
+        from .driver import Tags, publish_pubs
 
-                notes: list[Notification] = []
-                tags: list[int] = []
-                publish_pubs(self, [it[0] for it in items[i:j]], notes, tags, [it[1] for it in items[i:j]])
-                for n, k in zip(notes, tags):
-                    out[i + k].append(n)
+        out = NoteBatch()
+        tags = Tags(self)
+        compiled = self.compiled
+        n = len(items)
+        i = 0
+        while i < n:
+            ev, expire = items[i]
+            j = i + 1
+            if compiled and type(ev) is Pub:
+                while j < n and type(items[j][0]) is Pub:
+                    j += 1
+                tags.at = i
+                publish_pubs(self, [it[0] for it in items[i:j]], out, tags, [it[1] for it in items[i:j]])
                 i = j
                 continue
-            if isinstance(ev, Backfill):
-                o = self.add_object(ev.pub)
-                self.stats["objects"] -= 1  # not a publication here
-                self.alive.add(o, self.objs.keywords(o).tolist())
-                self.alive_by_seq[ev.pub.seq] = o
-            elif isinstance(ev, Drop):
-                self._drop(self.subs.slot_of[ev.id])
-                self.free_unreferenced()
-            elif isinstance(ev, Adopt):
-                self._adopt(ev)
-            else:
-                out[i] = self.apply_one(ev, expire=expire)
-            i += 1
+            if compiled and type(ev) is Sub and not expire:  # a run that no object leaves during
+                while j < n and type(items[j][0]) is Sub and not items[j][1]:
+                    j += 1
+                if j - i > 1 and self._at_once(b := SubBlock.join([it[0] for it in items[i:j]])):
+                    self._register_run(b)
+                    i = j
+                    continue
+            for k in range(i, j):
+                self._routed_one(items[k], k, out, tags)
+            i = j
         if compiled:
             self._refreshed = self.stats["objects"]
             self.index.refresh(self._refreshed)
         self._recycle_keywords()
-        return out
+        item, reg = tags.arrays()
+        if columns:
+            return Routed(out, item, reg)
+        per: list[list[Notification]] = [[] for _ in items]
+        for note, k in zip(out.to_list(), item.tolist()):
+            per[k].append(note)
+        return per
+
+    def _routed_one(self, item: tuple[Event | Tick, tuple[int, ...]], k: int, out: NoteBatch, tags) -> None:
+        """``apply_routed`` of one item off the runs: the engine's messages, or the plain path."""
+        ev, expire = item
+        if isinstance(ev, Backfill):
+            o = self.add_object(ev.pub)
+            self.stats["objects"] -= 1  # not a publication here
+            self.alive.add(o, self.objs.keywords(o).tolist())
+            self.alive_by_seq[ev.pub.seq] = o
+        elif isinstance(ev, Drop):
+            self._drop(self.subs.slot_of[ev.id])
+            self.free_unreferenced()
+        elif isinstance(ev, Adopt):
+            self._adopt(ev)
+        else:
+            notes = self.apply_one(ev, expire=expire)
+            if notes:
+                out.extend(notes)
+                tags.plain(notes, k)
 
     def apply_one(self, ev: Event | Tick, slot: int | None = None, expire: tuple[int, ...] = ()) -> list[Notification]:
         """One event on the plain path (``slot``: the pub's object, if already added;

@@ -349,6 +349,12 @@ class NoteBatch:
             out.extend(p if isinstance(p, list) else p.to_list())
         return out
 
+    def matches(self) -> np.ndarray:
+        """Which notifications are range matches, in order (bool)."""
+        return np.concatenate([np.zeros(0, dtype=np.bool_)] + [
+            p.match.astype(np.bool_) if isinstance(p, Notes) else np.array([type(n) is Match for n in p], np.bool_)
+            for p in self.parts])
+
     def json_block(self) -> str:
         """All the notifications' lines as one string, in order."""
         return "".join(p.json_block() if isinstance(p, Notes) else "".join(map(note_line, p)) for p in self.parts)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from ..core.config import Space, Window
 from ..runtime.engines import make_engine
 from ..io.encode import json_text
 from ..engine import snapshot
 from ..engine.messages import Adopt, Backfill, Drop, Export
 from ..io.events import Pub, Sub, Unsub
-from ..io.notifications import Match, note_line
 from ..io.sinks import rejection_record, result_record
 from .codec import END, encode_export, pack_notes
 from .sequencer import DRIVER
@@ -58,30 +59,37 @@ class WorkerState:
         ``export`` row (``seq`` its tag, ``blob`` the result objects as data)."""
         t0 = time.process_time()
         rows: list[tuple] = []
-        lines: list[str] = []
+        text: list[str] = []
         cols: tuple[list, list, list] = ([], [], [])
         run: list[tuple[int, Any]] = []
         for seq, it in items:
             if it != END and isinstance(it[0], Export):
-                self._run(run, rows, lines, cols)
+                self._run(run, rows, text, cols)
                 run = []
                 ev = it[0]
                 held = {self.subs[i].seq: self.engine.export(i) for i in ev.ids}
                 rows.append((self.worker, "export", ev.tag, 0, "", encode_export(held)))
             else:
                 run.append((seq, it))
-        self._run(run, rows, lines, cols)
-        if lines:  # the lines, less the last "\n"
-            rows.insert(0, (self.worker, "notes", len(lines), 0, "".join(lines)[:-1], pack_notes(*cols)))
+        self._run(run, rows, text, cols)
+        if cols[0]:  # the lines, less the last "\n"
+            seqs, regs, match = (np.concatenate(c) for c in cols)
+            rows.insert(0, (self.worker, "notes", len(seqs), 0, "".join(text)[:-1], pack_notes(seqs, regs, match)))
         self.cpu_seconds = time.process_time() - t0
         return rows
 
-    def _run(self, items: list[tuple[int, Any]], rows: list, lines: list, cols: tuple[list, list, list]) -> None:
+    def _run(self, items: list[tuple[int, Any]], rows: list, text: list, cols: tuple[list, list, list]) -> None:
+        """Apply a run of items (no export among them); notifications as columns (the
+        engine's keys: each one's item, its subscription's registration seq)."""
         if not items:
             return
-        seqs, regs, match = cols
         routed = [it for _, it in items if it != END]
-        outs = iter(self.engine.apply_routed(routed))
+        out = self.engine.apply_routed(routed, columns=True)
+        if len(out.notes):
+            text.append(out.notes.json_block())
+            cols[0].append(np.array([seq for seq, it in items if it != END], dtype=np.int64)[out.item])
+            cols[1].append(out.reg)
+            cols[2].append(out.notes.matches())
         for seq, it in items:
             if it == END:
                 rows.extend(self._results())
@@ -98,12 +106,7 @@ class WorkerState:
                 self.subs[ev.id] = ev
             elif isinstance(ev, Adopt):  # a migrated subscription (rebalancing)
                 self.subs[ev.sub.id] = ev.sub
-            for n in next(outs):
-                lines.append(note_line(n))
-                seqs.append(seq)
-                regs.append(self.subs[n.sub].seq)
-                match.append(isinstance(n, Match))
-            if isinstance(ev, (Unsub, Drop)):
+            elif isinstance(ev, (Unsub, Drop)):
                 self.subs.pop(ev.id, None)
 
     def snapshot(self) -> bytes:

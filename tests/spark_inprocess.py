@@ -50,5 +50,5 @@ def apply_batch(workers, rows, window, space, exports: dict) -> tuple[list[bytes
                 mine.append((int(r[3]), r[4]))
         if mine:
             regs, lines = zip(*mine)
-            results.append(b"".join(result_part(list(regs), list(lines))).splitlines(True))
+            results.append(bytes(result_part(list(regs), list(lines))).splitlines(True))
     return (list(merge_notes(parts)) if parts else []), results, load

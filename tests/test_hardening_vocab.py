@@ -244,8 +244,8 @@ def test_dispatcher_maps_level_off_on_an_endless_vocabulary(tmp_path, monkeypatc
             for c in self._conns:  # unheld words kept before a purge (the engine's default is larger)
                 c.engine.vocab.slack = 64
 
-        def apply(self, events):
-            out = super().apply(events)
+        def apply_columnar(self, events):
+            out = super().apply_columnar(events)
             d = self.dispatcher
             vocab = max(c.engine.vocab.live for c in self._conns)
             sizes.append((len(d.kw_workers), len(d._alive_kw), len(d.alive), len(d.where), len(d._keys),
@@ -280,8 +280,8 @@ def test_prefix_plan_groups_level_off_on_an_endless_vocabulary(tmp_path, monkeyp
     sizes: list[int] = []
 
     class Watched(local.LocalCluster):
-        def apply(self, events):
-            out = super().apply(events)
+        def apply_columnar(self, events):
+            out = super().apply_columnar(events)
             plan = self.dispatcher.plan
             members = getattr(plan, "_members", None)  # (absent before the fix: only the size fails)
             if members is not None:

@@ -120,7 +120,7 @@ def _warm_in_process(events: list, build: int, window: Window, space: Space, ind
     plan = AssignedPlan(m, "warmup", {}, {}, new_rule=lambda sub, p: ((p.least_loaded(),), 1.0))
     with LocalCluster(plan, window, space, index=index, processes=False) as cl:
         for i in range(0, len(wev), 500):
-            cl.apply(wev[i:i + 500])
+            cl.apply_columnar(wev[i:i + 500])
         cl.results()
 
 
@@ -151,11 +151,10 @@ def run_planner(name: str, events: list, head: int, stats: Any, window: Window, 
     try:
         for i in range(0, len(events), batch):
             t0 = time.perf_counter()
-            notes = cluster.apply(events[i:i + batch])
+            notes = cluster.apply_columnar(events[i:i + batch])
             apply_s += time.perf_counter() - t0
             n_notes += len(notes)  # hashed outside the timed region
-            for n in notes:
-                notes_hash.update(repr(n).encode())
+            notes_hash.update(notes.json_block().encode("utf-8"))
         t0 = time.perf_counter()
         results = cluster.results()
         results_s = time.perf_counter() - t0

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator
 
 from .encode import json_line, json_text, json_value
 from .events import Rejection
-from .notifications import NoteBatch, Notes, note_lines
+from .notifications import NoteBatch, NoteLines, Notes, note_lines
 
 __all__ = ["OUTPUTS", "RunWriter", "abort_open", "json_line", "json_text", "rejection_record", "result_line", "result_record"]
 
@@ -98,7 +98,7 @@ class RunWriter:
 
     def notifications(self, notes: Notes) -> None:
         """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``)."""
-        if isinstance(notes, (Notes, NoteBatch)):  # columns: one block by the compiled writer
+        if isinstance(notes, (Notes, NoteBatch, NoteLines)):  # columns: one block by the compiled writer
             text, n = notes.json_block(), len(notes)
         else:
             lines = note_lines(notes)

@@ -50,7 +50,6 @@ class Dispatcher:
         self.objects = 0
         self.object_messages = 0
         self.replicas = 0
-        self.changes: list[tuple[Any, int | None, int | None]] = []  # (id, old, new position)
         self.subs: dict[Any, Sub] = {}  # active sub id -> its event (a migration re-sends it)
         self.old_plan: Plan | None = None  # global repartitioning: the plan old subscriptions follow
         self.old_ids: set[Any] = set()
@@ -63,7 +62,6 @@ class Dispatcher:
         return sub.keywords
 
     def _register(self, sub: Sub, workers: tuple[int, ...]) -> None:
-        self.changes.append((sub.id, self._seq.get(sub.id), sub.seq))
         self.where[sub.id] = workers
         self.subs[sub.id] = sub
         self._seq[sub.id] = sub.seq
@@ -80,7 +78,6 @@ class Dispatcher:
         self.clock.subscribe(sub.expires, sub.seq, sub.id)
 
     def _unregister(self, sub_id: Any) -> tuple[int, ...]:
-        self.changes.append((sub_id, self._seq.get(sub_id), None))
         workers = self.where.pop(sub_id)
         del self._seq[sub_id]
         del self.subs[sub_id]
@@ -205,22 +202,15 @@ class Dispatcher:
         self.sent += sum(len(v) for v in out.values())
         return out
 
-    def route_many(self, events: Sequence[Event], marks: list[int] | None = None) -> list[dict[int, list[Item]]]:
+    def route_many(self, events: Sequence[Event]) -> list[dict[int, list[Item]]]:
         """``[route(ev) for ev in events]``: the plan's new-subscription rule prepared in bulk
         for the run's subscriptions first (``AssignedPlan.prepare``: its state-free part, one
-        vectorised pass); placement then goes in event order, as one by one. ``marks``: gets
-        ``len(self.changes)`` after each event (which event made which change)."""
+        vectorised pass); placement then goes in event order, as one by one."""
         prepare = getattr(self.plan, "prepare", None)
         if prepare is not None:
             prepare([ev for ev in events if isinstance(ev, Sub)])
         try:
-            if marks is None:
-                return [self.route(ev) for ev in events]
-            out = []
-            for ev in events:
-                out.append(self.route(ev))
-                marks.append(len(self.changes))
-            return out
+            return [self.route(ev) for ev in events]
         finally:
             if prepare is not None:
                 prepare(())

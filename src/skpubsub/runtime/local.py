@@ -14,11 +14,15 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
+from ..engine.engine import Routed
 from ..engine.messages import Adopt, Drop, Tick
 from ..io.events import Pub
-from ..io.notifications import Match, Notification
+from ..io.notewriter import reorder
+from ..io.notifications import Notification, NoteLines
 from ..partition.base import Plan
 from .dispatcher import Dispatcher
 
@@ -28,6 +32,12 @@ def _export(engine, ids: list) -> dict:
     held = {sid: engine.export(sid) for sid in ids}
     engine.apply_routed([(Drop(sid), ()) for sid in ids])
     return held
+
+
+def _lines(r: Routed) -> tuple:
+    """A worker's answer to a batch: its notifications' lines (UTF-8) and, per line, the
+    item it came of, its subscription's registration seq and whether it is a range match."""
+    return r.notes.json_block().encode("utf-8"), r.item, r.reg, r.notes.matches()
 
 
 def _query(engine, ids: list) -> dict:
@@ -74,7 +84,7 @@ def _serve(conn, engine: Any) -> None:
         msg = conn.recv()
         if msg[0] == "batch":
             t0 = time.process_time()
-            out = engine.apply_routed(msg[1])
+            out = _lines(engine.apply_routed(msg[1], columns=True))
             conn.send((out, time.process_time() - t0))
         elif msg[0] == "export":
             conn.send(_export(engine, msg[1]))
@@ -99,7 +109,7 @@ class _InProcess:
     def send(self, msg) -> None:
         if msg[0] == "batch":
             t0 = time.process_time()
-            out = self.engine.apply_routed(msg[1])
+            out = _lines(self.engine.apply_routed(msg[1], columns=True))
             self._reply = (out, time.process_time() - t0)
         elif msg[0] == "export":
             self._reply = _export(self.engine, msg[1])
@@ -155,52 +165,39 @@ class LocalCluster:
 
     def apply(self, events: Sequence[Any]) -> list[Notification]:
         """One micro-batch: route, apply on all workers in parallel, merge."""
+        return self.apply_columnar(events).to_list()
+
+    def apply_columnar(self, events: Sequence[Any]) -> NoteLines:
+        """``apply``, the notifications as their lines: each event's in registration order
+        (the order of a single engine: by the seq of the subscription's ``sub``, which each
+        worker reads as it notifies), ties in worker order, a range match of a subscription
+        replicated on several workers kept once. No Python step a notification."""
         events = list(events)
         shares: list[list] = [[] for _ in range(self.m)]
         where: list[list[int]] = [[] for _ in range(self.m)]  # item -> event index
-        hist: dict[Any, list[tuple[int, int | None]]] = {}  # sub id -> (from event, position)
-        d = self.dispatcher
-        d.changes.clear()
-        marks: list[int] = []
-        routed = d.route_many(events, marks)  # placement of the run's subscriptions prepared in bulk
-        at = 0
-        for e, out in enumerate(routed):
+        for e, out in enumerate(self.dispatcher.route_many(events)):  # the run's placement prepared in bulk
             for wk, items in out.items():
                 shares[wk].extend(items)
                 where[wk].extend([e] * len(items))
-            for sid, old, new in d.changes[at:marks[e]]:
-                hist.setdefault(sid, [(-1, old)]).append((e, new))
-            at = marks[e]
-        d.changes.clear()
-
-        def position(e: int, sid: Any) -> int:
-            h = hist.get(sid)
-            if h is None:
-                return d._seq[sid]
-            return next(seq for frm, seq in reversed(h) if frm <= e)
-
         t0 = time.perf_counter()
         for wk in range(self.m):
             self._conns[wk].send(("batch", shares[wk]))
-        per_event: list[list[tuple[int, Notification]]] = [[] for _ in events]
-        cpu = []
+        cpu, texts, ev, reg, match = [], [], [], [], []
         for wk in range(self.m):
-            out, secs = self._conns[wk].recv()
+            (text, item, r, m), secs = self._conns[wk].recv()
             cpu.append(secs)
-            for e, notes in zip(where[wk], out):
-                for n in notes:
-                    per_event[e].append((position(e, n.sub), n))
+            texts.append(text)
+            ev.append(np.asarray(where[wk], dtype=np.int64)[item])
+            reg.append(r)
+            match.append(m)
         wall = time.perf_counter() - t0
-        merged: list[Notification] = []
-        for lst in per_event:
-            lst.sort(key=lambda sn: sn[0])
-            seen: set = set()
-            for _, n in lst:
-                if isinstance(n, Match):
-                    if n.sub in seen:
-                        continue  # the same range subscription replicated on several workers
-                    seen.add(n.sub)
-                merged.append(n)
+        ev_, reg_, match_ = (np.concatenate(c) if c else np.empty(0, np.int64) for c in (ev, reg, match))
+        order = np.lexsort((reg_, ev_))  # stable: ties in worker order, then each worker's own
+        e, r, m = ev_[order], reg_[order], match_[order].astype(np.bool_)
+        again = np.zeros(len(order), dtype=np.bool_)
+        again[1:] = m[1:] & (e[1:] == e[:-1]) & (r[1:] == r[:-1])  # one subscription's match twice
+        keep = order[~again]
+        merged = NoteLines(reorder(b"".join(texts), keep).tobytes().decode("utf-8"), len(keep))
         if events:
             self.last_t, self.last_seq = events[-1].t, events[-1].seq
         self.batches.append({

@@ -29,7 +29,7 @@ class _Single:
     def __init__(self, engine) -> None:
         self.engine = engine
 
-    def apply(self, events):
+    def apply_columnar(self, events):
         """Notifications as columns where the engine has them (the writer formats them).
         ``events`` may hold ``SubBlock`` s and ``PubBlock`` s: the engine with columns takes
         them as they are, another (the reference) is given their events."""
@@ -124,7 +124,7 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
             if engine is None:  # still reading O_init: events wait in the batch
                 return
             t0 = time.perf_counter()
-            notes = engine.apply(batch)
+            notes = engine.apply_columnar(batch)  # one engine, or the workers' merged lines
             apply_s += time.perf_counter() - t0
             writer.notifications(notes)
             batch.clear()

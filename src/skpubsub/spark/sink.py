@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from numba import njit
 
 from ..engine.snapshot import Refused
 from ..io.encode import json_text
+from ..io.notewriter import reorder
 from .codec import unpack_notes
 from .fs import Loc
 
@@ -54,8 +54,7 @@ BATCH_DIR = "batches"
 NOTE_KEY = 32  # hex seq + hex registration position; then the match flag
 MATCH, OTHER = ord("m"), ord("-")
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
-_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)  # the 16 nibbles, most significant first
-_CHUNK = 4096  # lines per write: a few hundred kB
+_CHUNK = 4096  # lines per write of the assembly: a few hundred kB
 
 
 def _hex16(v: np.ndarray) -> np.ndarray:
@@ -63,72 +62,38 @@ def _hex16(v: np.ndarray) -> np.ndarray:
     v = np.asarray(v, np.int64)
     if len(v) and int(v.min()) < 0:
         raise Refused(f"part key: negative position {int(v.min())}")
-    nib = (v.astype(np.uint64)[:, None] >> _SHIFTS) & np.uint64(15)
-    return _HEX[nib.astype(np.intp)]
-
-
-def _keyed(keys: np.ndarray, lines: list[str], order: np.ndarray) -> Iterator[bytes]:
-    """Chunks of ``key + line + "\\n"`` for ``lines`` taken in ``order`` (``keys`` already in it)."""
-    width = keys.shape[1]
-    text = keys.tobytes().decode("ascii")
-    idx = order.tolist()
-    for s in range(0, len(idx), _CHUNK):
-        yield "".join([text[width * i:width * (i + 1)] + lines[j] + "\n"
-                       for i, j in enumerate(idx[s:s + _CHUNK], s)]).encode("utf-8")
-
-
-@njit(cache=True)
-def _keyed_notes(text, seq, reg, match, order, out):
-    """``out`` (exactly the part's bytes) from ``text`` (the lines, one "\\n" after each):
-    line ``order[i]`` of them behind its key (16 hex digits of ``seq``, 16 of ``reg``, the
-    flag), in that order. The lines' starts are found first; one pass copies."""
-    n = len(order)
-    start = np.empty(n + 1, dtype=np.int64)
-    start[0] = 0
-    j = 1
-    for b in range(len(text)):
-        if text[b] == 10:
-            start[j] = b + 1
-            j += 1
-    w = 0
-    for i in range(n):
-        k = order[i]
-        for v in (seq[k], reg[k]):
-            for sh in range(60, -4, -4):
-                out[w] = _HEX[(v >> sh) & 15]
-                w += 1
-        out[w] = MATCH if match[k] else OTHER
-        w += 1
-        size = start[k + 1] - start[k]
-        out[w:w + size] = text[start[k]:start[k + 1]]
-        w += size
+    out = np.empty((len(v), 16), np.uint8)
+    u = v.astype(np.uint64)
+    for i in range(16):  # a nibble at a time: no (n, 16) temporary of 64-bit words
+        out[:, i] = _HEX[((u >> np.uint64(60 - 4 * i)) & np.uint64(15)).astype(np.intp)]
+    return out
 
 
 def note_part(text: bytes, seq: np.ndarray, reg: np.ndarray, match: np.ndarray) -> memoryview:
     """One worker's notifications of a batch (``text``: their lines, each ending in a
     newline) and their order columns as a part file's bytes, sorted by (seq, registration
     position); stable, so one event's notifications of one subscription keep the worker's
-    order. Compiled (``_keyed_notes``): a Python step a line cost ~1 us, the writing of a
-    high fan-out batch."""
+    order. No Python step a line (``notewriter.reorder``): one cost ~1 us, the writing of
+    a high fan-out batch."""
     n = len(seq)
     lines = text.count(b"\n")
     if not len(reg) == len(match) == lines == n or (n and not text.endswith(b"\n")):
         raise Refused(f"notification rows: {lines} lines for {n} notifications")
     seq, reg = np.asarray(seq, np.int64), np.asarray(reg, np.int64)
-    if n and min(int(seq.min()), int(reg.min())) < 0:
-        raise Refused(f"part key: negative position {min(int(seq.min()), int(reg.min()))}")
     step = (seq[1:] > seq[:-1]) | ((seq[1:] == seq[:-1]) & (reg[1:] >= reg[:-1]))
     order = np.arange(n) if step.all() else np.lexsort((reg, seq))  # a worker's are in order, mostly
-    out = np.empty(len(text) + (NOTE_KEY + 1) * n, np.uint8)
-    _keyed_notes(np.frombuffer(text, np.uint8), seq, reg, np.asarray(match, np.bool_), order, out)
-    return memoryview(out)
+    keys = np.empty((n, NOTE_KEY + 1), np.uint8)
+    keys[:, :16] = _hex16(seq[order])
+    keys[:, 16:32] = _hex16(reg[order])
+    keys[:, 32] = np.where(np.asarray(match, np.bool_)[order], MATCH, OTHER)
+    return memoryview(reorder(text, order, keys))
 
 
-def result_part(regs: list[int], lines: list[str]) -> Iterator[bytes]:
+def result_part(regs: list[int], lines: list[str]) -> memoryview:
     """Result lines keyed and sorted (stably) by registration position."""
     reg = np.asarray(regs, np.int64)
     order = np.argsort(reg, kind="stable")
-    return _keyed(_hex16(reg[order]), lines, order)
+    return memoryview(reorder("".join(x + "\n" for x in lines).encode("utf-8"), order, _hex16(reg[order])))
 
 
 def _part_name(kind: str, batch: int, worker: int) -> str:

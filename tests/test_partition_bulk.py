@@ -222,7 +222,8 @@ def test_route_many_equals_route(name, window):
 @pytest.mark.parametrize("window", ["none", "count:20", "time:6"])
 def test_route_subs_equals_route(name, window):
     """``Dispatcher.route_subs`` of each run of subscriptions without expiry (None, nothing
-    done, where something is due within it) gives what ``route`` gives one by one: items,
+    done, where something is due within it), and ``route_run`` of the whole stream, give
+    what ``route`` gives one by one: items,
     registration positions, placement, loads, metrics (messages, Backfills included)."""
     import msgspec
 
@@ -250,8 +251,11 @@ def test_route_subs_equals_route(name, window):
             if plain:
                 took[out is not None] += 1
             got += out if out is not None else [db.route(ev) for ev in run]
-        assert got == one
-        assert db._seq == da._seq and db.where == da.where and db._keys == da._keys
-        assert db.kw_workers == da.kw_workers and db.alive.keys() == da.alive.keys()
-        assert db.plan.loads() == da.plan.loads() and db.metrics() == da.metrics()
+        dc = Dispatcher(make_plan(name, seed, 20, 3), w)
+        assert dc.route_run(evs) == one  # the same, the runs found by route_run itself
+        for dx in (db, dc):
+            assert got == one
+            assert dx._seq == da._seq and dx.where == da.where and dx._keys == da._keys
+            assert dx.kw_workers == da.kw_workers and dx.alive.keys() == da.alive.keys()
+            assert dx.plan.loads() == da.plan.loads() and dx.metrics() == da.metrics()
     assert took[True] and (took[False] or window == "none" and not any(e.expires for e in evs))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import groupby
 from typing import Any
 
 from ..core.config import Window
@@ -27,6 +28,11 @@ from ..core.clock import WindowClock
 from ..engine.messages import Backfill, Tick
 from ..io.events import Event, Pub, Sub, Unsub
 from ..partition.base import Plan
+
+
+def _plain_sub(ev: Any) -> bool:
+    """A subscription without expiry: what ``Dispatcher.route_subs`` routes in a run."""
+    return type(ev) is Sub and ev.expires is None
 
 Item = tuple[Any, tuple[int, ...]]  # (event or Tick, seqs of objects that leave first)
 
@@ -214,6 +220,26 @@ class Dispatcher:
         finally:
             if prepare is not None:
                 prepare(())
+
+    def route_run(self, events: Sequence[Event]) -> list[dict[int, list[Item]]]:
+        """``route_many(events)``, each run of subscriptions without expiry by ``route_subs``
+        where it qualifies (nothing due within it). The same items, placement and loads."""
+        out: list[dict[int, list[Item]]] = []
+        pending: list = []
+        for plain, grp in groupby(events, _plain_sub):
+            part = list(grp)
+            if plain:
+                if pending:  # routed first: route_subs reads the window as they leave it
+                    out += self.route_many(pending)
+                    pending = []
+                routed = self.route_subs(part)
+                if routed is not None:
+                    out += routed
+                    continue
+            pending.extend(part)
+        if pending:
+            out += self.route_many(pending)
+        return out
 
     def route_subs(self, subs: Sequence[Sub]) -> list[dict[int, list[Item]]] | None:
         """``route_many(subs)`` for a run of subscriptions without expiry (a ``SubBlock``'s

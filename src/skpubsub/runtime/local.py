@@ -175,7 +175,7 @@ class LocalCluster:
         events = list(events)
         shares: list[list] = [[] for _ in range(self.m)]
         where: list[list[int]] = [[] for _ in range(self.m)]  # item -> event index
-        for e, out in enumerate(self.dispatcher.route_many(events)):  # the run's placement prepared in bulk
+        for e, out in enumerate(self.dispatcher.route_run(events)):  # runs of subscriptions at once
             for wk, items in out.items():
                 shares[wk].extend(items)
                 where[wk].extend([e] * len(items))

@@ -57,11 +57,6 @@ RUN = 16  # a run of lines with one opening shorter than this joins its neighbou
 _LINE, _RAW = itemgetter(0), itemgetter(1)
 
 
-def _plain_sub(ev: Any) -> bool:
-    """A subscription without expiry: what ``Dispatcher.route_subs`` routes in a run."""
-    return type(ev) is Sub and ev.expires is None
-
-
 def _opening(raw: bytes | None) -> bytes:
     """What tells a line's op (and often kind) cheaply: its first bytes (``{"op":"sub",``)."""
     return b"" if raw is None else raw[:12]
@@ -246,37 +241,13 @@ class Sequencer:
         run.append(block)
 
     def _route_run(self, run: list, per: dict[int, list]) -> None:
-        """Route admitted events (and blocks, as their events) in order: each run of
-        subscriptions without expiry by ``Dispatcher.route_subs`` where it qualifies (nothing
-        due within it), the rest by ``route_many``."""
+        """Route admitted events (and blocks, as their events) in order (``Dispatcher.route_run``)."""
         d = self.dispatcher
         assert d is not None
         events = list(chain.from_iterable(p if type(p) in BLOCKS else (p,) for p in run))
-        pending: list = []
-        for plain_subs, grp in groupby(events, _plain_sub):
-            part = list(grp)
-            if plain_subs:
-                if pending:  # routed first: route_subs reads the window as they leave it
-                    self._route(pending, per)
-                    pending = []
-                routed = d.route_subs(part)
-                if routed is not None:
-                    self._spread(part, routed, per)
-                    continue
-            pending.extend(part)
-        if pending:
-            self._route(pending, per)
-
-    @staticmethod
-    def _spread(events: list, routed: list, per: dict[int, list]) -> None:
-        for ev, out in zip(events, routed):
+        for ev, out in zip(events, d.route_run(events)):
             for wk, items in out.items():
                 per.setdefault(wk, []).extend((ev.seq, it) for it in items)
-
-    def _route(self, events: list, per: dict[int, list]) -> None:
-        d = self.dispatcher
-        assert d is not None
-        self._spread(events, d.route_many(events), per)
 
     # -- rebalancing: the cluster side of runtime/rebalance.py's Rebalancer ----------------
     def migrate(self, ids: list, dst: int) -> None:

@@ -73,8 +73,8 @@ def note_part(text: bytes, seq: np.ndarray, reg: np.ndarray, match: np.ndarray) 
     """One worker's notifications of a batch (``text``: their lines, each ending in a
     newline) and their order columns as a part file's bytes, sorted by (seq, registration
     position); stable, so one event's notifications of one subscription keep the worker's
-    order. No Python step a line (``notewriter.reorder``): one cost ~1 us, the writing of
-    a high fan-out batch."""
+    order. No Python step a line (``notewriter.reorder``): such a step cost ~1 us, most of
+    a high fan-out batch's writing."""
     n = len(seq)
     lines = text.count(b"\n")
     if not len(reg) == len(match) == lines == n or (n and not text.endswith(b"\n")):

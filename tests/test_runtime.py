@@ -96,36 +96,3 @@ def test_every_planner_stays_exact(name: str) -> None:
             s, events = _events(1000 + 10 * seed + m)
             plan = _planned(name, events, s.space or Space(), m)
             _check(s, events, plan, "dkm", batch=1 + seed % 5)
-
-
-@pytest.mark.parametrize("init_objects", [0, 6000, 20000])
-def test_run_makes_the_plan_where_o_init_ends_inside_a_block(tmp_path, monkeypatch, init_objects: int) -> None:
-    """``run --workers``: the Gate's blocks (runs of subscriptions, then of objects, a few
-    thousand lines each) are cut where O_init ends, so the plan is made from the same head
-    as event by event: the stream up to the init_objects-th object (up to the first event
-    for 0; all of it when shorter), and the files equal the single engine's. A batch larger
-    than the head, or the block would go whole into it."""
-    import json
-
-    from skpubsub.runtime import runner
-
-    lines = [{"op": "sub", "id": f"s{i}", "t": 0, "kind": "range", "rect": [i % 90, 5, i % 90 + 1, 15],
-              "keywords": ["a", f"k{i % 100}"]} for i in range(8000)]
-    lines += [{"op": "pub", "id": f"o{i}", "t": 1 + i // 10, "x": i % 90, "y": 10, "keywords": ["a", f"k{i % 7}"]}
-              for i in range(12000)]  # blocks of ~6,000 lines: the objects' second one starts at line 13,538
-    src = tmp_path / "e.jsonl"
-    src.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in lines))
-    heads: list[int] = []
-    real = runner._multi
-
-    def watched(index, window, space, workers, partitioner, head, *a):
-        heads.append(len(head))
-        return real(index, window, space, workers, partitioner, head, *a)
-
-    monkeypatch.setattr(runner, "_multi", watched)
-    runner.run(src, tmp_path / "multi", workers=2, partitioner="hash", processes=False, init_objects=init_objects,
-               progress=False, apart=False, batch_size=50_000)
-    runner.run(src, tmp_path / "one", progress=False, apart=False)
-    assert heads == [{0: 1, 6000: 14000, 20000: 20000}[init_objects]]
-    for name in ("notifications.jsonl", "results.jsonl", "rejected.jsonl"):
-        assert (tmp_path / "multi" / name).read_bytes() == (tmp_path / "one" / name).read_bytes()

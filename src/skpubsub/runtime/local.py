@@ -20,7 +20,7 @@ from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
 from ..engine.engine import Routed
 from ..engine.messages import Adopt, Drop, Tick
-from ..io.events import Pub, events_of
+from ..io.events import Pub
 from ..io.notewriter import reorder
 from ..io.notifications import Notification, NoteLines
 from ..partition.base import Plan
@@ -171,9 +171,8 @@ class LocalCluster:
         """``apply``, the notifications as their lines: each event's in registration order
         (the order of a single engine: by the seq of the subscription's ``sub``, which each
         worker reads as it notifies), ties in worker order, a range match of a subscription
-        replicated on several workers kept once. No Python step a notification. ``events``
-        may hold ``SubBlock`` s and ``PubBlock`` s (as the events they are)."""
-        events = events_of(events)
+        replicated on several workers kept once. No Python step a notification."""
+        events = list(events)
         shares: list[list] = [[] for _ in range(self.m)]
         where: list[list[int]] = [[] for _ in range(self.m)]  # item -> event index
         for e, out in enumerate(self.dispatcher.route_run(events)):  # runs of subscriptions at once

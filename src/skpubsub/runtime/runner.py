@@ -16,7 +16,9 @@ from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
 from .feeder import judged
 from ..io.events import Pub, Rejection, Sub, Unsub, events_of
+from ..io.lines import stream_lines
 from ..io.sinks import RunWriter
+from ..io.validate import Gate
 
 BATCH = 2048  # events per engine call
 
@@ -106,16 +108,15 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     bar = None
     start = time.perf_counter()
     # the reading process, if any, forked before the bar's thread starts
-    items = judged(path, window, space, apart)
+    items = None if multi else judged(path, window, space, apart)
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=size, unit="B", unit_scale=True, desc="events", file=sys.stderr)
     apply_s = 0.0
-    # the Gate's items: closed with the loop however it ends (a reading process too)
-    with contextlib.closing(items) as source:
-        batch: list = []  # events, and SubBlocks and PubBlocks of several
+    # the file (multi) or the Gate's items: closed with the loop however it ends (a reading process too)
+    with open(path, "rb") if multi else contextlib.closing(items) as source:
+        batch: list = []  # events, and SubBlocks and PubBlocks of several (single engine)
         size_of = 0  # events in the batch
-        pubs = 0  # objects taken (O_init: the workers' plan is made at the init_objects-th)
         done = 0
 
         def flush() -> None:
@@ -129,49 +130,57 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
             batch.clear()
             size_of = 0
 
-        def take(item, size: int, label: str) -> None:
-            """Add an event or a block's slice to the batch; the workers' plan made right
-            after the event that completes O_init (a flush waits for the next event)."""
-            nonlocal engine, size_of, pubs
-            batch.append(item)
-            size_of += size
-            if engine is not None:
-                if size_of >= batch_size:
-                    flush()
-                return
-            pubs += size if label == "pub" else 0
-            if pubs >= init_objects:
-                start_plan()
-
         def start_plan() -> None:
             nonlocal engine
-            engine = _multi(index, window, space, workers, partitioner, events_of(batch), processes, index_params,
-                            rebalance)
+            engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params, rebalance)
 
-        for out, label, pos in source:
-            if label is None:
-                for ev in out:
-                    if type(ev) is Rejection:
-                        flush()  # keep rejected.jsonl and notifications in stream order
-                        writer.rejection(ev)
-                        rejected[ev.label] += 1
-                    else:
-                        accepted[ev.label] += 1
-                        take(ev, 1, ev.label)
-            else:
-                accepted[label] += len(out)  # a block of one kind, no rejection
-                i, n = 0, len(out)  # a SubBlock or PubBlock: a slice is one item of the batch
-                while i < n:  # fill the batch to batch_size, flush, go on
-                    j = min(n, i + max(1, batch_size - size_of))
-                    if engine is None and pubs >= init_objects:  # O_init of 0: the plan after one event
-                        j = i + 1
-                    elif engine is None and label == "pub":  # the slice ends at the O_init-th object
-                        j = min(j, i + init_objects - pubs)
-                    take(out[i:j], j - i, label)
-                    i = j
-            if bar is not None:
-                bar.update(pos - done)
-                done = pos
+        if multi:  # O_init decides when the engines start: event by event, as it counts them
+            gate = Gate(window, space)
+            for line_no, raw in stream_lines(source):
+                ev = gate.admit_line(raw, line_no)
+                if isinstance(ev, Rejection):
+                    flush()  # keep rejected.jsonl and notifications in stream order
+                    writer.rejection(ev)
+                    rejected[ev.label] += 1
+                    continue
+                accepted[ev.label] += 1
+                batch.append(ev)
+                if engine is None:
+                    if accepted["pub"] >= init_objects:
+                        start_plan()
+                    continue
+                if len(batch) >= batch_size:
+                    flush()
+                    if bar is not None:
+                        bar.update(source.tell() - done)
+                        done = source.tell()
+        else:  # a block of lines at a time (Gate.admit_block); batches cut where they always were
+            for out, label, pos in source:
+                if label is None:
+                    for ev in out:
+                        if type(ev) is Rejection:
+                            flush()  # keep rejected.jsonl and notifications in stream order
+                            writer.rejection(ev)
+                            rejected[ev.label] += 1
+                        else:
+                            accepted[ev.label] += 1
+                            batch.append(ev)
+                            size_of += 1
+                            if size_of >= batch_size:
+                                flush()
+                else:
+                    accepted[label] += len(out)  # a block of one kind, no rejection
+                    i, n = 0, len(out)  # a SubBlock or PubBlock: a slice is one item of the batch
+                    while i < n:  # fill the batch to batch_size, flush, go on
+                        j = min(n, i + max(1, batch_size - size_of))
+                        batch.append(out[i:j])
+                        size_of += j - i
+                        i = j
+                        if size_of >= batch_size:
+                            flush()
+                if bar is not None:
+                    bar.update(pos - done)
+                    done = pos
         if engine is None:
             start_plan()
         flush()

@@ -66,7 +66,8 @@ class Tags:
         """(item index, registration seq) of every notification, in order."""
         if not self.items:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        return np.concatenate(self.items).astype(np.int64), np.concatenate(self.regs).astype(np.int64)
+        return (np.concatenate(self.items).astype(np.int64, copy=False),
+                np.concatenate(self.regs).astype(np.int64, copy=False))
 
 
 def publish_pubs(eng, pubs: list, out: NoteBatch, tags: Tags | None = None, expire: list | None = None) -> None:

@@ -225,7 +225,7 @@ def reorder(text: bytes, order: np.ndarray, keys: np.ndarray | None = None) -> n
     out), line ``order[i]`` behind row ``i`` of ``keys`` (bytes, as wide as the caller
     needs; none by default): one compiled copy, no Python step a line."""
     buf = np.frombuffer(text, np.uint8)
-    starts = np.zeros(1, dtype=np.int64) if not len(buf) else np.concatenate(([0], np.flatnonzero(buf == 10) + 1))
+    starts = np.concatenate(([0], np.flatnonzero(buf == 10) + 1))  # line i: starts[i] to starts[i + 1]
     order = np.asarray(order, np.int64)
     if keys is None:
         keys = np.empty((len(order), 0), np.uint8)

@@ -34,6 +34,7 @@ def _plain_sub(ev: Any) -> bool:
     """A subscription without expiry: what ``Dispatcher.route_subs`` routes in a run."""
     return type(ev) is Sub and ev.expires is None
 
+
 Item = tuple[Any, tuple[int, ...]]  # (event or Tick, seqs of objects that leave first)
 
 

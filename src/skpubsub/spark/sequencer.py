@@ -32,13 +32,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator
-from itertools import chain, groupby
+from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
 from ..core.config import Space, Window
 from ..engine.messages import Adopt, Drop, Export, Tick
-from ..io.events import BLOCKS, Pub, Rejection, Sub
+from ..io.events import Pub, Rejection, Sub, events_of
 from ..io.validate import Gate
 from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
@@ -244,7 +244,7 @@ class Sequencer:
         """Route admitted events (and blocks, as their events) in order (``Dispatcher.route_run``)."""
         d = self.dispatcher
         assert d is not None
-        events = list(chain.from_iterable(p if type(p) in BLOCKS else (p,) for p in run))
+        events = events_of(run)
         for ev, out in zip(events, d.route_run(events)):
             for wk, items in out.items():
                 per.setdefault(wk, []).extend((ev.seq, it) for it in items)

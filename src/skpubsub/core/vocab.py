@@ -58,6 +58,9 @@ class Vocabulary:
         self._freed: list[int] = []  # released, not yet handed to ``released``
         self._quarantine: list[int] = []  # handed out, waiting for ``recycle``
         self._placeholders = np.zeros(0, dtype=np.int32)
+        self.gen = np.zeros(1024, dtype=np.int64)  # per id: bumped when it is forgotten (``ids_of``)
+        self._lex = None  # the lexicon ``ids_of`` last read, its codes' ids and their ids' gen then
+        self._c_id = self._c_gen = np.zeros(0, dtype=np.int64)
 
     def id(self, word: str) -> int:
         """O(1) amortised."""
@@ -75,6 +78,7 @@ class Vocabulary:
             if i == len(self.freq):
                 self.freq = np.concatenate([self.freq, np.zeros_like(self.freq)])
                 self.refs = np.concatenate([self.refs, np.zeros_like(self.refs)])
+                self.gen = np.concatenate([self.gen, np.zeros_like(self.gen)])
         self._ids[word] = i
         self._dormant += 1  # known, not held yet
         return i
@@ -89,6 +93,30 @@ class Vocabulary:
         if type(known) is not _Known:  # a snapshot's plain dict
             known = self._ids = _Known(known, self._new)
         return list(map(known.__getitem__, words))
+
+    def ids_of(self, words) -> np.ndarray:
+        """``ids`` of a coded keyword column (``io.lexicon.Words``), every record's one after
+        another, as int64. Each code's id is kept from its first lookup while the id still
+        names its word (its ``gen`` unchanged: ``_forget`` bumps it), so a run of known words
+        costs two array passes and no hashing; the others are looked up by word, new ones
+        learnt in order of first use, as ``ids`` learns them."""
+        codes, lex = words.flat(), words.lex
+        if lex is not self._lex:  # another lexicon: nothing known of its codes
+            self._lex, self._c_id, self._c_gen = lex, np.full(0, -1, np.int64), np.zeros(0, np.int64)
+        if len(self._c_id) < len(lex):
+            grow = max(len(lex), 2 * len(self._c_id)) - len(self._c_id)
+            self._c_id = np.concatenate([self._c_id, np.full(grow, -1, np.int64)])
+            self._c_gen = np.concatenate([self._c_gen, np.zeros(grow, np.int64)])
+        ids = self._c_id[codes]
+        stale = (ids < 0) | (self.gen[ids] != self._c_gen[codes])  # (-1 reads the last id's gen: either way stale)
+        if stale.any():
+            miss = codes[stale]
+            u, first = np.unique(miss, return_index=True)
+            u = u[np.argsort(first)]  # in order of first use
+            got = np.asarray(self.ids([lex.words[c] for c in u.tolist()]), dtype=np.int64)
+            self._c_id[u], self._c_gen[u] = got, self.gen[got]
+            ids = self._c_id[codes]
+        return ids
 
     def known(self, words: list[str]) -> list[int]:
         """The ids of ``words``, ``-1`` for a word not known; nothing is learnt. One C pass
@@ -232,6 +260,7 @@ class Vocabulary:
             words[i] = None
             self._freed.append(i)
         self.freq[gone] = 0
+        self.gen[gone] += 1  # a code's id kept by ``ids_of`` is stale from now
         self._dormant -= len(gone)
 
     def released(self) -> list[int]:

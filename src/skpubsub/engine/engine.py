@@ -24,6 +24,7 @@ from ..core.columns import segment_items
 from ..core.vocab import Vocabulary
 from ..index.registry import check_parameters, make_index
 from ..io.events import RANGE, Event, Pub, PubBlock, Sub, SubBlock, Unsub, events_of
+from ..io.lexicon import Words
 from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import remove
 from ..results.refill import POOL, refill_of
@@ -262,7 +263,8 @@ class Engine:
         exps = b.expires
         if exps is not None and not any_given(exps):
             exps = None
-        kw_ids = self.vocab.ids(list(chain.from_iterable(b.keywords)))  # one lookup pass for the run
+        kws = b.keywords  # one lookup pass for the run (codes: an array pass, ``Vocabulary.ids_of``)
+        kw_ids = self.vocab.ids_of(kws) if type(kws) is Words else self.vocab.ids(list(chain.from_iterable(kws)))
         self._held.append(kw_ids)  # counted at the end of the apply (``_recycle_keywords``)
         slots = self.subs.add_many(b, kw_ids)
         self.index.insert_many(slots)

@@ -18,6 +18,8 @@ from typing import Any, Union
 
 import msgspec
 
+from .lexicon import Words
+
 Id = Union[int, str]
 Time = Union[int, float]
 
@@ -133,6 +135,8 @@ class _Block(Sequence):
             got = [getattr(b, f) for b in blocks]
             if all(c is None for c in got):
                 cols[f] = None
+            elif all(type(c) is Words for c in got) and (w := Words.concat(got)) is not None:
+                cols[f] = w  # coded keywords stay codes
             else:
                 d = cls.DEFAULTS.get(f)
                 cols[f] = list(chain.from_iterable(repeat(d, len(b)) if c is None else c

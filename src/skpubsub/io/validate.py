@@ -24,6 +24,7 @@ from ..core.config import Space, Window
 from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, PubBlock, Rejection, Sub, SubBlock, Unsub, op_label
 from . import fastline
 from .keywords import normalise, normalise_keywords, split_text
+from .lexicon import LEX_MAX, Lexicon, Words
 
 MAX_LINE = 1_048_576  # bytes, without the newline
 
@@ -354,8 +355,10 @@ class Gate:
     subscription with expiry.
     """
 
-    def __init__(self, window: Window | str = "none", space: Space | None = None) -> None:
+    def __init__(self, window: Window | str = "none", space: Space | None = None, coded: bool = False) -> None:
         self.window = Window.parse(window) if isinstance(window, str) else window
+        # ``coded``: a SubBlock's keywords as codes (``lexicon.Words``), numbered here
+        self.lexicon: Lexicon | None = Lexicon() if coded else None
         self.space = space or Space()
         self.last_t: int | float | None = None
         # The active sub ids, as an ordered set (a dict of None: ``_columns`` takes a block's ids
@@ -517,6 +520,8 @@ class Gate:
                     return None
                 if not self._claim(ids):
                     return None
+                if self.lexicon is not None:
+                    out.keywords = self._coded(kws)
                 label = op_label("sub", kind)
         except TypeError:
             return None
@@ -524,6 +529,13 @@ class Gate:
         self.last_t = ts[-1]
         self._seq = seqs[-1]
         return out
+
+    def _coded(self, kws: list[tuple[str, ...]]) -> Words:
+        """``kws`` as codes into the Gate's lexicon, a new one (next ``gen``) past ``LEX_MAX`` words."""
+        lex = self.lexicon
+        if len(lex) > LEX_MAX:
+            lex = self.lexicon = Lexicon(lex.gen + 1)
+        return Words.of(kws, lex)
 
     def _claim(self, ids: list) -> bool:
         """Make a block's ids active if none is active (or ended, but not yet forgotten) and

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..core.config import Space, Window
 from .failure import RunFailure
+from ..io.lexicon import Lexicon, Words
 from ..io.lines import stream_blocks
 from ..io.validate import Gate
 
@@ -35,7 +36,7 @@ def judged(path: Path, window: Window, space: Space, apart: bool | None = None) 
 
 
 def _here(path: Path, window: Window, space: Space) -> Iterator[tuple]:
-    gate = Gate(window, space)
+    gate = Gate(window, space, coded=True)  # a SubBlock's keywords numbered here (io/lexicon.py)
     with open(path, "rb") as f:
         for first, n_lines, lines in stream_blocks(f):
             out = gate.admit_block(first, lines, n_lines)
@@ -75,6 +76,7 @@ def _widen(conn) -> None:
 
 
 def _received(recv, child, path: Path) -> Iterator[tuple]:
+    mirror = Lexicon()  # the child's lexicon, as far as its messages told
     try:
         while True:
             try:
@@ -84,7 +86,13 @@ def _received(recv, child, path: Path) -> Iterator[tuple]:
                 raise RunFailure(f"the process reading {path} ended unexpectedly (exit code {child.exitcode})"
                                  ) from None
             if type(msg) is tuple:
-                yield msg
+                out, label, pos, gen, fresh = msg
+                if fresh is not None:  # a coded block (``_coded``): its lexicon, as the child's
+                    if gen != mirror.gen:
+                        mirror = Lexicon(gen)
+                    mirror.words.extend(fresh)
+                    out.keywords.lex = mirror
+                yield out, label, pos
             elif msg is None:
                 return
             else:
@@ -105,8 +113,8 @@ def _child(send, path: Path, window: Window, space: Space) -> None:
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
     try:
         try:
-            for item in _here(path, window, space):
-                send.send(item)
+            for out, label, pos in _here(path, window, space):
+                send.send((out, label, pos) + _coded(out))
             last: BaseException | None = None
         except (EOFError, BrokenPipeError):
             return  # the run is gone
@@ -120,3 +128,12 @@ def _child(send, path: Path, window: Window, space: Space) -> None:
             send.send(RunFailure(f"{type(last).__name__}: {last}"))
     except (EOFError, BrokenPipeError):
         pass
+
+
+def _coded(out) -> tuple[int, list[str] | None]:
+    """What the run needs to read a block's coded keywords: its lexicon's ``gen`` and the
+    words it learnt since the last message (None: no coded column)."""
+    kws = getattr(out, "keywords", None)
+    if type(kws) is not Words:
+        return 0, None
+    return kws.lex.gen, kws.lex.fresh()

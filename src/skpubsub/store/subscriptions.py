@@ -10,6 +10,7 @@ from operator import is_not
 import numpy as np
 
 from ..io.events import KNN, RANGE, TOPK, Sub, SubBlock
+from ..io.lexicon import Words
 from ..core.layouts import Laid, Subs, cached
 from ..core.columns import NO_IDS, Columns, SegmentPool, as_index, grow_ids, put_ids, segment_items
 from ..core.scoring import unit_weights
@@ -258,7 +259,8 @@ class SubTable(Laid):
             c.expires[at] = np.fromiter((math.inf if e is None else e for e in b.expires), np.float64, n)
         else:
             c.expires[at] = math.inf
-        lens = np.fromiter(map(len, b.keywords), np.int64, n)
+        kws = b.keywords
+        lens = kws.lens() if type(kws) is Words else np.fromiter(map(len, kws), np.int64, n)
         offs = self.kw.put_many("id", lens, kw_ids)
         c.kw_off[at], c.kw_len[at] = offs, lens
         self.max_kw = max(self.max_kw, int(lens.max()))

@@ -154,7 +154,7 @@ def run_planner(name: str, events: list, head: int, stats: Any, window: Window, 
             notes = cluster.apply_columnar(events[i:i + batch])
             apply_s += time.perf_counter() - t0
             n_notes += len(notes)  # hashed outside the timed region
-            notes_hash.update(notes.json_block().encode("utf-8"))
+            notes_hash.update(notes.json_bytes())
         t0 = time.perf_counter()
         results = cluster.results()
         results_s = time.perf_counter() - t0

@@ -147,8 +147,8 @@ def size(cd, tx):
     return n
 
 
-def block(notes) -> str | None:
-    """All lines of ``notes`` (``notifications.Notes`` with slot codes) as one string, or
+def block(notes) -> bytes | None:
+    """All lines of ``notes`` (``notifications.Notes`` with slot codes) as their UTF-8, or
     None when a slot named two ids in the run (then the caller formats line by line)."""
     s_slot, a_slot, r_slot = notes.codes
     na = len(a_slot)
@@ -182,7 +182,7 @@ def block(notes) -> str | None:
                notes.rem_off, o[na:])
     out = np.empty(size(cd, tx), dtype=np.uint8)
     write(cd, tx, out)
-    return out.tobytes().decode("utf-8")
+    return out.tobytes()
 
 
 @njit(cache=True)

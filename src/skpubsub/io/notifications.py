@@ -292,14 +292,18 @@ class Notes:
         return out
 
     def json_block(self) -> str:
-        """``"".join(json_lines())``, by the compiled writer when the slots are known."""
+        """``"".join(json_lines())``."""
+        return self.json_bytes().decode("utf-8")
+
+    def json_bytes(self) -> bytes:
+        """``json_block``'s UTF-8, by the compiled writer when the slots are known."""
         if self.codes is not None and len(self):
             from .notewriter import block
 
-            text = block(self)
-            if text is not None:
-                return text
-        return "".join(self.json_lines())
+            data = block(self)
+            if data is not None:
+                return data
+        return "".join(self.json_lines()).encode("utf-8")
 
     def json_lines(self) -> list[str]:
         """The notifications as output lines, ``note_line`` of each byte for byte, without
@@ -358,7 +362,12 @@ class NoteBatch:
 
     def json_block(self) -> str:
         """All the notifications' lines as one string, in order."""
-        return "".join(p.json_block() if isinstance(p, Notes) else "".join(map(note_line, p)) for p in self.parts)
+        return self.json_bytes().decode("utf-8")
+
+    def json_bytes(self) -> bytes:
+        """``json_block``'s UTF-8 (what ``run`` writes: the compiled writer's bytes as they are)."""
+        return b"".join(p.json_bytes() if isinstance(p, Notes) else "".join(map(note_line, p)).encode("utf-8")
+                        for p in self.parts)
 
     def json_lines(self) -> list[str]:
         """The output lines of all the notifications, in order."""
@@ -369,20 +378,23 @@ class NoteBatch:
 
 
 class NoteLines:
-    """Notifications as their finished lines (``text``, each line ending in a newline):
-    what the multi-worker runtime's merge gives (``LocalCluster.apply_columnar``)."""
+    """Notifications as their finished lines (``data``: UTF-8, each line ending in a
+    newline): what the multi-worker runtime's merge gives (``LocalCluster.apply_columnar``)."""
 
-    def __init__(self, text: str, count: int) -> None:
-        self.text, self.count = text, count
+    def __init__(self, data: bytes, count: int) -> None:
+        self.data, self.count = data, count
 
     def __len__(self) -> int:
         return self.count
 
+    def json_bytes(self) -> bytes:
+        return self.data
+
     def json_block(self) -> str:
-        return self.text
+        return self.data.decode("utf-8")
 
     def json_lines(self) -> list[str]:
-        return self.text.splitlines(True)
+        return self.json_block().splitlines(True)
 
     def to_list(self) -> list[Notification]:
         """The objects again, read from the lines (they hold every field, SPEC 4)."""

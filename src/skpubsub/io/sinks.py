@@ -79,30 +79,31 @@ class RunWriter:
         self._files: list = []
         _OPEN.add(self)
         try:
-            self._notes = self._create("notifications.jsonl")
+            self._notes = self._create("notifications.jsonl", binary=True)  # the writer's UTF-8 as it is
             self._rejected = self._create("rejected.jsonl")
         except BaseException:
             self.abort()
             raise
         self.n_notifications = 0
 
-    def _create(self, name: str):
+    def _create(self, name: str, binary: bool = False):
         path = self._tmp[name]
         with contextlib.suppress(FileNotFoundError):
             path.unlink()  # ours from an earlier writer of this process
         # O_EXCL | O_NOFOLLOW: a new file, never one a symlink planted here points to
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        f = open(os.open(path, flags, 0o666), "w", encoding="utf-8")
+        fd = os.open(path, flags, 0o666)
+        f = open(fd, "wb") if binary else open(fd, "w", encoding="utf-8")
         self._files.append(f)
         return f
 
     def notifications(self, notes: Notes) -> None:
         """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``)."""
         if isinstance(notes, (Notes, NoteBatch, NoteLines)):  # columns: one block by the compiled writer
-            text, n = notes.json_block(), len(notes)
+            text, n = notes.json_bytes(), len(notes)
         else:
             lines = note_lines(notes)
-            text, n = "".join(lines), len(lines)
+            text, n = "".join(lines).encode("utf-8"), len(lines)
         self.n_notifications += n
         try:
             self._notes.write(text)

@@ -37,7 +37,7 @@ def _export(engine, ids: list) -> dict:
 def _lines(r: Routed) -> tuple:
     """A worker's answer to a batch: its notifications' lines (UTF-8) and, per line, the
     item it came of, its subscription's registration seq and whether it is a range match."""
-    return r.notes.json_block().encode("utf-8"), r.item, r.reg, r.notes.matches()
+    return r.notes.json_bytes(), r.item, r.reg, r.notes.matches()
 
 
 def _query(engine, ids: list) -> dict:
@@ -197,7 +197,7 @@ class LocalCluster:
         again = np.zeros(len(order), dtype=np.bool_)
         again[1:] = m[1:] & (e[1:] == e[:-1]) & (r[1:] == r[:-1])  # one subscription's match twice
         keep = order[~again]
-        merged = NoteLines(reorder(b"".join(texts), keep).tobytes().decode("utf-8"), len(keep))
+        merged = NoteLines(reorder(b"".join(texts), keep).tobytes(), len(keep))
         if events:
             self.last_t, self.last_seq = events[-1].t, events[-1].seq
         self.batches.append({

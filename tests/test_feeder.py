@@ -15,6 +15,7 @@ import pytest
 
 from skpubsub.core.config import Space, Window
 from skpubsub.io.events import events_of
+from skpubsub.io.lexicon import Words
 from skpubsub.runtime.failure import RunFailure
 from skpubsub.runtime.feeder import judged
 from skpubsub.runtime.runner import run
@@ -99,6 +100,24 @@ def test_the_items_are_the_gates_in_either_process(tmp_path: Path) -> None:
     apart = list(judged(src, w, sp, apart=True))
     assert len(here) > 2 and any(label for _, label, _ in here) and any(label is None for _, label, _ in here)
     assert [_events(i) for i in apart] == [_events(i) for i in here]
+    assert any(type(out.keywords) is Words for out, label, _ in apart if label == "sub:range")  # coded in the child
+
+
+def test_the_childs_new_lexicons_read_right(tmp_path: Path, monkeypatch) -> None:
+    """Subscription blocks' keywords coded in the child, read through the run's mirror of
+    its lexicon, while the child starts a new lexicon every few blocks (``LEX_MAX``)."""
+    src = tmp_path / "subs.jsonl"
+    with open(src, "wb") as f:
+        for i in range(40_000):
+            f.write(b'{"op":"sub","id":"s%d","t":%d,"kind":"knn","x":0,"y":0,"k":2,"keywords":["w%d","v%d"]}\n'
+                    % (i, i // 100, i % 30_000, i % 7))
+    w, sp = Window.parse("none"), Space()
+    here = list(judged(src, w, sp, apart=False))
+    monkeypatch.setattr("skpubsub.io.validate.LEX_MAX", 10_000)
+    apart = list(judged(src, w, sp, apart=True))
+    assert [_events(i) for i in apart] == [_events(i) for i in here]
+    gens = [out.keywords.lex.gen for out, _, _ in apart]
+    assert len(apart) > 4 and gens == sorted(gens) and 1 < len(set(gens)) < len(gens)
     pos = [i[2] for i in here]  # the offsets read so far, for the progress bar
     assert pos == sorted(pos) and pos[-1] == src.stat().st_size
 

@@ -197,8 +197,12 @@ def _batches(gate: Gate, lines: list, cuts: list[int], batch_size: int) -> list[
 @given(st.sampled_from(["none", "count:6", "time:4"]),
        st.lists(st.tuples(st.sampled_from(["range", "range", "knn", "knn", "pub", "unsub"]), st.integers(1, 30),
                           st.sampled_from([0, 0, 1, 2])), min_size=1, max_size=8),
-       st.lists(st.integers(1, 50), min_size=1, max_size=5), st.integers(1, 40), st.randoms(use_true_random=False))
-def test_an_engine_given_the_gates_blocks_equals_one_by_one_and_the_reference(window, runs, cuts, batch_size, rnd):
+       st.lists(st.integers(1, 50), min_size=1, max_size=5), st.integers(1, 40), st.randoms(use_true_random=False),
+       st.booleans())
+def test_an_engine_given_the_gates_blocks_equals_one_by_one_and_the_reference(window, runs, cuts, batch_size, rnd,
+                                                                            coded):
+    """``coded``: subscription blocks with their keywords as codes (``run``'s Gate), which the
+    engine reads through ``Vocabulary.ids_of`` while unsubscriptions make it forget words."""
     lines: list[bytes] = []
     t, serial, live = 0, 0, []
     for kind, n, step in runs:
@@ -216,7 +220,7 @@ def test_an_engine_given_the_gates_blocks_equals_one_by_one_and_the_reference(wi
             lines.append(_line(kind, ident, t, rnd))
     if not lines:
         return
-    batches = _batches(Gate(window), lines, cuts, batch_size)
+    batches = _batches(Gate(window, coded=coded), lines, cuts, batch_size)
     events = events_of(e for b in batches for e in b)
     assert all(type(e).__name__ in ("Sub", "Pub", "Unsub") for e in events)  # the stream is clean
     by_line = Gate(window)

@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from itertools import chain
 
 import numpy as np
+from numba import njit
+
+from .keywords import normalise
 
 LEX_MAX = 1 << 20  # words a lexicon learns before the reader starts a new one (memory bound)
 
@@ -44,19 +47,34 @@ class Lexicon:
     ``LEX_MAX`` words the reader starts a new one (``Gate``), so an endless vocabulary
     costs bounded memory on both sides."""
 
-    __slots__ = ("words", "gen", "_coder", "_sent")
+    __slots__ = ("words", "gen", "_coder", "_sent", "_normal")
 
     def __init__(self, gen: int = 0) -> None:
         self.words: list[str] = []
         self.gen = gen
         self._coder: _Coder | None = None  # made on first ``code`` (a mirror never codes)
         self._sent = 0
+        self._normal = np.zeros(0, dtype=np.bool_)  # per code: its word is a keyword as given (``judged``)
 
     def code(self, words: list[str]) -> np.ndarray:
         """The int32 codes of ``words``, new words learnt in order: one C pass."""
         if self._coder is None:
             self._coder = _Coder(self.words)
         return np.fromiter(map(self._coder.__getitem__, words), np.int32, len(words))
+
+    def judged(self, kws: list[tuple[str, ...]]) -> "Words | None":
+        """``Words.of(kws)`` when each tuple is its own ``normalise_keywords`` (each word
+        normal already and not empty, none twice in a tuple; the Gate's ``_normal_words``),
+        else None. Each word is judged once, when it is learnt (a flag a code); a block's
+        test is then an array pass and a compiled pass over its codes."""
+        seen = len(self.words)
+        words = Words.of(kws, self)
+        if len(self.words) > seen:
+            new = [bool(w) and normalise(w) == w for w in self.words[seen:]]
+            self._normal = np.concatenate([self._normal, np.array(new, dtype=np.bool_)])
+        if not self._normal[words.codes].all() or _repeats(words.codes, words.off, len(self.words)):
+            return None
+        return words
 
     def fresh(self) -> list[str]:
         """The words learnt since the last call."""
@@ -125,3 +143,16 @@ class Words(Sequence):
 
     def __reduce__(self):  # the codes alone, rebased (the receiver attaches its mirror)
         return Words, (self.flat().copy(), self.off - self.off[0], None)
+
+
+@njit(cache=True)
+def _repeats(codes, off, n_codes):
+    """Does a record name a code twice? O(codes): the last record each code was seen in."""
+    last = np.full(n_codes, -1, np.int64)
+    for i in range(len(off) - 1):
+        for j in range(off[i], off[i + 1]):
+            c = codes[j]
+            if last[c] == i:
+                return True
+            last[c] = i
+    return False

@@ -483,7 +483,8 @@ class Gate:
         kws = list(map(_KEYWORDS, recs))
         if not all(kws):  # one without keywords (UNSET is false) or with none
             return None
-        if not _normal_words(kws):
+        kw_col = self._coded(kws) if self.lexicon is not None and op == "sub" else kws  # numbered, if coded
+        if kw_col is None or kw_col is kws and not _normal_words(kws):  # (``_coded`` makes that test)
             return None
         ids = list(map(_ID, recs))
         seqs = range(first, first + len(recs))
@@ -506,7 +507,7 @@ class Gate:
                             and all(map(le, map(_Y1, rects), map(_Y2, rects)))):
                         return None
                     match_all = list(map(_MATCH_ALL_RANGE.__getitem__, map(_MATCH, recs)))
-                    out = SubBlock(seq=seqs, id=ids, t=ts, kind=[RANGE] * len(ids), keywords=kws,
+                    out = SubBlock(seq=seqs, id=ids, t=ts, kind=[RANGE] * len(ids), keywords=kw_col,
                                    match_all=match_all, rect=rects)
                 elif kind == KNN:
                     xs, ys, ks = list(map(_X, recs)), list(map(_Y, recs)), list(map(_K, recs))
@@ -514,14 +515,12 @@ class Gate:
                     if not _inside(space, xs, ys):
                         return None
                     match_all = list(map(_MATCH_ALL_KNN.__getitem__, map(_MATCH, recs)))
-                    out = SubBlock(seq=seqs, id=ids, t=ts, kind=[KNN] * len(ids), keywords=kws,
+                    out = SubBlock(seq=seqs, id=ids, t=ts, kind=[KNN] * len(ids), keywords=kw_col,
                                    match_all=match_all, x=xs, y=ys, k=ks)
                 else:
                     return None
                 if not self._claim(ids):
                     return None
-                if self.lexicon is not None:
-                    out.keywords = self._coded(kws)
                 label = op_label("sub", kind)
         except TypeError:
             return None
@@ -530,12 +529,13 @@ class Gate:
         self._seq = seqs[-1]
         return out
 
-    def _coded(self, kws: list[tuple[str, ...]]) -> Words:
-        """``kws`` as codes into the Gate's lexicon, a new one (next ``gen``) past ``LEX_MAX`` words."""
+    def _coded(self, kws: list[tuple[str, ...]]) -> Words | None:
+        """``kws`` as codes into the Gate's lexicon if ``_normal_words`` holds of them, else
+        None (``Lexicon.judged``); a new lexicon (next ``gen``) past ``LEX_MAX`` words."""
         lex = self.lexicon
         if len(lex) > LEX_MAX:
             lex = self.lexicon = Lexicon(lex.gen + 1)
-        return Words.of(kws, lex)
+        return lex.judged(kws)
 
     def _claim(self, ids: list) -> bool:
         """Make a block's ids active if none is active (or ended, but not yet forgotten) and

@@ -1,0 +1,121 @@
+"""Keywords numbered where they are read (``io.lexicon``): a coded keyword column is the
+tuples it stands for; the Gate's coded blocks are its plain ones; a vocabulary's ids of
+codes are its ids of the words, through forgetting and recycling."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skpubsub.core.vocab import Vocabulary
+from skpubsub.io.events import SubBlock, events_of
+from skpubsub.io.lexicon import Lexicon, Words
+from skpubsub.io.validate import Gate
+
+POOL = ["a", "b", "de", "mx", "q", "ñu", "über", "x1"]
+
+
+def _kws(rng: random.Random, n: int) -> list[tuple[str, ...]]:
+    return [tuple(rng.sample(POOL, rng.randint(1, 4))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_coded_column_is_its_tuples(seed: int) -> None:
+    rng = random.Random(seed)
+    lex = Lexicon()
+    kws = _kws(rng, 40)
+    w = Words.of(kws, lex)
+    assert list(w) == kws and [w[i] for i in range(-40, 40)] == kws + kws and len(w) == 40
+    a, b = sorted(rng.sample(range(41), 2))
+    assert list(w[a:b]) == kws[a:b] and list(w[a:b][1:]) == kws[a:b][1:] and w[::3] == kws[::3]
+    assert list(w[a:b]) == list(w[a:b][:]) and len(w[b:a]) == 0
+    with pytest.raises(IndexError):
+        w[40]
+    more = Words.of(_kws(rng, 7), lex)
+    joined = Words.concat([w[a:b], more, w[:a]])
+    assert list(joined) == kws[a:b] + list(more) + kws[:a]
+    assert Words.concat([w, Words.of(kws, Lexicon())]) is None  # codes of two lexicons do not mix
+    sent = pickle.loads(pickle.dumps(w[a:b]))  # in transit: the codes alone, the receiver's lexicon
+    assert sent.lex is None and len(sent) == b - a
+    mirror = Lexicon()
+    mirror.words.extend(lex.fresh())
+    sent.lex = mirror
+    assert list(sent) == kws[a:b] and lex.fresh() == []
+
+
+def _sub_lines(rng: random.Random, n: int, start: int) -> list[bytes]:
+    """Range subscription lines, some keywords not normal (case, space, empty, repeated)."""
+    odd = ["A", " b", "", "Ü", "ǅ", "de de"]
+    out = []
+    for i in range(n):
+        kws = rng.sample(POOL, rng.randint(1, 3))
+        if rng.random() < 0.02:
+            kws.append(rng.choice(odd + kws))  # a word to normalise, an empty one, or a repeat
+        words = ",".join('"%s"' % k for k in kws)
+        out.append(('{"op":"sub","id":"s%d","t":0,"kind":"range","rect":[0,0,1,1],"keywords":[%s]}'
+                    % (start + i, words)).encode())
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_gates_coded_blocks_are_its_plain_ones(seed: int, monkeypatch) -> None:
+    """Block by block, a coded Gate and a plain one give the same events and rejections (a
+    block with a word not normal goes line by line in both); past ``LEX_MAX`` words the
+    coded one starts a new lexicon and its blocks still read right."""
+    rng = random.Random(seed)
+    if seed % 2:
+        monkeypatch.setattr("skpubsub.io.validate.LEX_MAX", 3)
+    plain, coded = Gate("none"), Gate("none", coded=True)
+    first, kinds, gens = 1, set(), set()
+    for _ in range(12):
+        lines = _sub_lines(rng, rng.randint(1, 60), first)
+        a = plain.admit_block(first, b"\n".join(lines), len(lines))
+        b = coded.admit_block(first, b"\n".join(lines), len(lines))
+        first += len(lines)
+        assert type(a) is type(b) and repr(events_of(a if type(a) is list else [a])) == repr(
+            events_of(b if type(b) is list else [b]))
+        if type(b) is SubBlock:
+            assert type(b.keywords) is Words
+            gens.add(b.keywords.lex.gen)
+        kinds.add(type(b))
+    assert kinds == {SubBlock, list}  # both ways were taken
+    assert (len(gens) > 1) == bool(seed % 2)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["hold", "release", "recycle"]),
+                          st.lists(st.lists(st.sampled_from(POOL), min_size=1, max_size=4, unique=True),
+                                   min_size=1, max_size=6)), min_size=1, max_size=30),
+       st.sampled_from([None, 0, 3]), st.booleans())
+def test_ids_of_codes_are_the_ids_of_the_words(ops, slack, relex) -> None:
+    """Two vocabularies given the same holders, one by words (``ids``) and one by codes
+    (``ids_of``), give the same ids while words are forgotten and their ids recycled to
+    other words (a code's kept id is then stale), and with a new lexicon mid-way."""
+    words_v, codes_v = Vocabulary(slack=slack), Vocabulary(slack=slack)
+    lex = Lexicon()
+    held: list[np.ndarray] = []
+    for i, (op, kws) in enumerate(ops):
+        if relex and i == len(ops) // 2:
+            lex = Lexicon(1)
+        if op == "hold" or not held:
+            want = np.asarray(words_v.ids([w for k in kws for w in k]), dtype=np.int64)
+            got = codes_v.ids_of(Words.of([tuple(k) for k in kws], lex))
+            assert got.dtype == np.int64 and got.tolist() == want.tolist()
+            for v in (words_v, codes_v):
+                v.hold(want)
+            held.append(want)
+        elif op == "release":
+            gone = held.pop(0)
+            for v in (words_v, codes_v):
+                v.release(gone)
+        else:
+            for v in (words_v, codes_v):
+                v.released()
+                v.recycle()
+        assert codes_v.words == words_v.words
+    codes_v._check()

@@ -47,7 +47,7 @@ BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # (the GIL is free for ``run``'s writer thread)
 def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, scratch, rows, counters):
     """Process pubs ``start..`` of ``run`` (over the subscription table ``subs``, the object
     table ``objs``, the alive objects' postings ``alive`` and the compiled ``grid`` with

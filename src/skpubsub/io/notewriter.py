@@ -128,7 +128,7 @@ def _list(out, n, tx, codes, lo, hi):
     return _piece(out, n, tx, 11)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def size(cd, tx):
     """The bytes ``write`` will write."""
     vl, pl = np.diff(tx.off), np.diff(tx.p_off)
@@ -155,13 +155,14 @@ def block(notes) -> bytes | None:
     objs = np.concatenate([a_slot, r_slot])
     ids = np.concatenate([notes.added, notes.removed])
     groups, codes = [], []
-    table = notes.table  # the ids by slot while unresolved (``Notes.sub``): right by construction
-    for slots, values in ((s_slot, notes._sub), (notes.pub, notes.times), (objs, ids)):
-        if values is None and table is not None:  # the subscriptions' distinct slots, their ids
-            subs, inv = np.unique(slots, return_inverse=True)
-            groups.append(table[subs].tolist())
-            codes.append(inv.reshape(-1))
-            continue
+    pairs = [(notes.pub, notes.times), (objs, ids)]
+    got = notes.distinct_subs()  # the ids by slot while unresolved (``Notes.sub``): right by construction
+    if got is None:  # resolved: the ids as values, checked as the objects' are
+        pairs.insert(0, (s_slot, notes._sub))
+    else:
+        groups.append(got[0])
+        codes.append(got[1])
+    for slots, values in pairs:
         if values is notes.times:
             if values is None:  # times given per notification
                 values = notes.t
@@ -185,7 +186,7 @@ def block(notes) -> bytes | None:
     return out.tobytes()
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # (``run`` writes on a second thread while the engine goes on)
 def write(cd, tx, out):
     """The lines of ``cd`` into ``out`` (``size`` bytes); returns the bytes written."""
     n = 0

@@ -21,6 +21,7 @@ pieces (the keys and the encoder), so the bytes are the same.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
@@ -111,10 +112,11 @@ def _cancel(objs, keys, koff, lo, hi, o):
 
 
 SMALL = 32  # a pub's rows up to this many are sorted in place (insertion), more by a merge sort
+_TABLE_READ = threading.Lock()  # a subscription table read by slot, or a Notes resolved (``Notes.resolve``)
 _LOW = 24  # packed keys: seq << _LOW | the row's place among its pub's rows (unique: stable)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)  # (the GIL is free for ``run``'s writer thread)
 def group_rows(rows, n, sseq, by_slot, perm, out):
     """``rows[:n]`` (the publish kernel's, pubs in order) into ``out[:n]`` ordered by (pub,
     subscription seq ``sseq[slot]``), stably: each pair's rows stay in the order they
@@ -171,7 +173,7 @@ def group_rows(rows, n, sseq, by_slot, perm, out):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def net_changes(rows, oseq, out, tmp_key):
     """``rows`` (the publish kernel's, :class:`skpubsub.core.layouts.Rows`) sorted by (pub,
     subscription), each pair's rows in the order they happened, into ``out`` (``NoteCols``):
@@ -263,9 +265,21 @@ class Notes:
 
     def resolve(self) -> None:
         """Gather the subscription ids from the table now (its slots are about to change)."""
-        if self._sub is None:
-            self._sub = self.table[self.codes[0]]
-        self.table = None
+        with _TABLE_READ:
+            if self._sub is None:
+                self._sub = self.table[self.codes[0]]
+            self.table = None
+
+    def distinct_subs(self) -> tuple[list, np.ndarray] | None:
+        """While unresolved: the ids of the distinct subscription slots and each notification's
+        index among them, read from the table under the lock ``resolve`` takes (``run``'s
+        writer thread asks while the engine, the table's owner, may resolve); else None."""
+        if self.table is None:
+            return None
+        subs, inv = np.unique(self.codes[0], return_inverse=True)
+        with _TABLE_READ:
+            table = self.table
+            return None if table is None else (table[subs].tolist(), inv.reshape(-1))
 
     @property
     def t(self):

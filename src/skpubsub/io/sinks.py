@@ -30,6 +30,7 @@ import re
 import signal
 import threading
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -77,6 +78,8 @@ class RunWriter:
         self._tmp = _temporaries(self.out, pid)
         self._mark = self.out / f".commit.{pid}"
         self._files: list = []
+        self._behind: ThreadPoolExecutor | None = None  # the notifications' writer thread
+        self._pending: Future | None = None
         _OPEN.add(self)
         try:
             self._notes = self._create("notifications.jsonl", binary=True)  # the writer's UTF-8 as it is
@@ -98,17 +101,34 @@ class RunWriter:
         return f
 
     def notifications(self, notes: Notes) -> None:
-        """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``)."""
+        """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``). Columns
+        are formatted and written by a second thread while the run goes on (the compiled
+        kernels on both sides let go of the GIL), one call behind at most: the call before
+        is finished first, and its error raised here, or by ``finish``."""
         if isinstance(notes, (Notes, NoteBatch, NoteLines)):  # columns: one block by the compiled writer
-            text, n = notes.json_bytes(), len(notes)
+            job, n = notes.json_bytes, len(notes)
         else:
             lines = note_lines(notes)
-            text, n = "".join(lines).encode("utf-8"), len(lines)
+            data, n = "".join(lines).encode("utf-8"), len(lines)
+            job = lambda: data  # noqa: E731
         self.n_notifications += n
+        self._settle()
+        if self._behind is None:
+            self._behind = ThreadPoolExecutor(1, thread_name_prefix="skpubsub-notes")
+        self._pending = self._behind.submit(self._write_notes, job)
+
+    def _write_notes(self, job) -> None:
+        data = job()
         try:
-            self._notes.write(text)
+            self._notes.write(data)
         except OSError as exc:
             raise self._named(exc, "notifications.jsonl") from None
+
+    def _settle(self) -> None:
+        """The last ``notifications`` written (its error raised)."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
 
     def rejection(self, r: Rejection) -> None:
         try:
@@ -124,6 +144,8 @@ class RunWriter:
 
     def finish(self, results: Iterable[tuple[Any, list[Any]]], metrics: dict) -> None:
         try:
+            self._settle()
+            self._stop()
             name = "results.jsonl"
             with self._create(name) as f:
                 f.writelines(result_line(sid, ids) for sid, ids in results)
@@ -154,6 +176,9 @@ class RunWriter:
 
     def abort(self) -> None:
         """Close and remove the temporary files: ``DIR`` keeps what it had. Idempotent."""
+        with contextlib.suppress(Exception):
+            self._settle()  # (a write under way ends before its file is closed)
+        self._stop()
         for f in self._files:
             with contextlib.suppress(OSError, ValueError):
                 f.close()
@@ -161,6 +186,12 @@ class RunWriter:
             with contextlib.suppress(OSError):
                 path.unlink()
         _OPEN.discard(self)
+
+
+    def _stop(self) -> None:
+        if self._behind is not None:
+            self._behind.shutdown()
+            self._behind = None
 
 
 def _temporaries(out: Path, pid: int) -> dict[str, Path]:

@@ -64,6 +64,9 @@ def result_line(sid: Any, ids: list[Any]) -> str:
     return '{"id":%s,"results":[%s]}\n' % (json_value(sid), ",".join(map(json_value, ids)))
 
 
+BEHIND_MIN = 10_000  # notifications from which a batch is written on the writer thread
+
+
 class RunWriter:
     """Opens ``notifications.jsonl`` and ``rejected.jsonl`` for streaming writes;
     ``results.jsonl`` and ``metrics.json`` are written once at the end; all four under
@@ -101,10 +104,10 @@ class RunWriter:
         return f
 
     def notifications(self, notes: Notes) -> None:
-        """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``). Columns
-        are formatted and written by a second thread while the run goes on (the compiled
-        kernels on both sides let go of the GIL), one call behind at most: the call before
-        is finished first, and its error raised here, or by ``finish``."""
+        """Write ``notes`` (what an engine's ``apply`` returns, see ``note_lines``). Many
+        (``BEHIND_MIN``) are formatted and written by a second thread while the run goes on
+        (the compiled kernels on both sides let go of the GIL), one call behind at most: the
+        call before is finished first, and its error raised here, or by ``finish``."""
         if isinstance(notes, (Notes, NoteBatch, NoteLines)):  # columns: one block by the compiled writer
             job, n = notes.json_bytes, len(notes)
         else:
@@ -113,6 +116,9 @@ class RunWriter:
             job = lambda: data  # noqa: E731
         self.n_notifications += n
         self._settle()
+        if n < BEHIND_MIN:  # little to format: here, without handing the GIL to and fro
+            self._write_notes(job)
+            return
         if self._behind is None:
             self._behind = ThreadPoolExecutor(1, thread_name_prefix="skpubsub-notes")
         self._pending = self._behind.submit(self._write_notes, job)

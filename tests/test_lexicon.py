@@ -119,3 +119,66 @@ def test_ids_of_codes_are_the_ids_of_the_words(ops, slack, relex) -> None:
                 v.recycle()
         assert codes_v.words == words_v.words
     codes_v._check()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["learn", "objects", "forget"]),
+                          st.lists(st.lists(st.sampled_from(POOL), min_size=1, max_size=4, unique=True),
+                                   min_size=1, max_size=6)), min_size=1, max_size=25))
+def test_known_of_codes_is_known_runs_of_the_words(ops) -> None:
+    """Objects' words by codes (``known_of``: nothing learnt, placeholders for the rest,
+    a code found unknown remembered until a word is learnt) against ``known_runs`` of the
+    words, while subscriptions' words are learnt and forgotten in between."""
+    words_v, codes_v = Vocabulary(), Vocabulary()
+    lex = Lexicon()
+    held: list[np.ndarray] = []
+    for op, kws in ops:
+        flat = [w for k in kws for w in k]
+        if op == "learn":
+            ids = np.asarray(words_v.ids(flat), dtype=np.int64)
+            assert codes_v.ids_of(Words.of([tuple(k) for k in kws], lex)).tolist() == ids.tolist()
+            for v in (words_v, codes_v):
+                v.hold(ids)
+            held.append(ids)
+        elif op == "forget" and held:
+            gone = held.pop(0)
+            for v in (words_v, codes_v):
+                v.release(gone)
+                v.released()
+                v.recycle()
+        else:
+            col = Words.of([tuple(k) for k in kws], lex)
+            off = np.zeros(len(kws) + 1, dtype=np.int64)
+            np.cumsum([len(k) for k in kws], out=off[1:])
+            want = words_v.known_runs(flat, off, np.diff(off))
+            got = codes_v.known_of(col)
+            assert got.dtype == np.int32 and got.tolist() == want.tolist()
+        assert codes_v.words == words_v.words
+
+
+def test_coded_objects_a_result_holds_keep_their_words() -> None:
+    """Under a window that retains no object, the objects of a coded run that kNN results
+    hold are named once the run is done (the others freed unnamed), so ``export`` gives
+    them with their words, as an engine given plain blocks does."""
+    from skpubsub.runtime.engines import make_engine
+
+    rng = random.Random(4)
+    lines = []
+    for i in range(40):
+        lines.append(('{"op":"sub","id":"k%d","t":0,"kind":"knn","x":%.3f,"y":%.3f,"k":2,"keywords":["%s"]}'
+                      % (i, rng.uniform(-9, 9), rng.uniform(-9, 9), rng.choice(POOL[:4]))).encode())
+    for i in range(300):
+        kws = ",".join('"%s"' % w for w in rng.sample(POOL, rng.randint(1, 4)))
+        lines.append(('{"op":"pub","id":"o%d","t":%d,"x":%.3f,"y":%.3f,"keywords":[%s]}'
+                      % (i, 1 + i // 50, rng.uniform(-9, 9), rng.uniform(-9, 9), kws)).encode())
+    got = {}
+    for coded in (False, True):
+        gate, eng = Gate("none", coded=coded), make_engine("auto", "none")
+        for a in range(0, len(lines), 70):
+            block = gate.admit_block(a + 1, b"\n".join(lines[a:a + 70]), len(lines[a:a + 70]))
+            eng.apply_columnar([block] if type(block) is not list else block)
+        if coded:
+            assert type(block.keywords) is Words and not eng.objs._unnamed
+        eng._check()
+        got[coded] = [eng.export(f"k{i}") for i in range(40)]
+    assert got[True] == got[False] and sum(map(len, got[True])) == 80

@@ -61,7 +61,6 @@ class Vocabulary:
         self.gen = np.zeros(1024, dtype=np.int64)  # per id: bumped when it is forgotten (``ids_of``)
         self._lex = None  # the lexicon ``ids_of`` last read, its codes' ids and their ids' gen then
         self._c_id = self._c_gen = np.zeros(0, dtype=np.int64)
-        self._learnt = 0  # words learnt so far (``_new``): a code found not known stays so till it moves
 
     def id(self, word: str) -> int:
         """O(1) amortised."""
@@ -81,7 +80,6 @@ class Vocabulary:
                 self.refs = np.concatenate([self.refs, np.zeros_like(self.refs)])
                 self.gen = np.concatenate([self.gen, np.zeros_like(self.gen)])
         self._ids[word] = i
-        self._learnt += 1
         self._dormant += 1  # known, not held yet
         return i
 
@@ -102,37 +100,21 @@ class Vocabulary:
         names its word (its ``gen`` unchanged: ``_forget`` bumps it), so a run of known words
         costs two array passes and no hashing; the others are looked up by word, new ones
         learnt in order of first use, as ``ids`` learns them."""
-        return self._coded(words, learn=True)
-
-    def known_of(self, words) -> np.ndarray:
-        """``known_runs`` of a coded keyword column: int32 ids, nothing learnt, a word not
-        known taking a placeholder. A code found not known is remembered as such until the
-        vocabulary next learns a word (``_learnt``): an object's many words no subscription
-        has are then one array pass too."""
-        kw = self._coded(words, learn=False).astype(np.int32)
-        return self._placed(kw, words.off - words.off[0], words.lens())
-
-    def _coded(self, words, learn: bool) -> np.ndarray:
         codes, lex = words.flat(), words.lex
         if lex is not self._lex:  # another lexicon: nothing known of its codes
             self._lex, self._c_id, self._c_gen = lex, np.full(0, -1, np.int64), np.zeros(0, np.int64)
         if len(self._c_id) < len(lex):
             grow = max(len(lex), 2 * len(self._c_id)) - len(self._c_id)
             self._c_id = np.concatenate([self._c_id, np.full(grow, -1, np.int64)])
-            self._c_gen = np.concatenate([self._c_gen, np.full(grow, -1, np.int64)])
+            self._c_gen = np.concatenate([self._c_gen, np.zeros(grow, np.int64)])
         ids = self._c_id[codes]
-        gens = self._c_gen[codes]
-        # a kept id whose gen moved, or no id: stale (-1 reads the last id's gen, either way);
-        # with ``learn`` a code known not to be known is stale too, else only once words were learnt
-        stale = np.where(ids < 0, True if learn else gens != self._learnt, self.gen[ids] != gens)
+        stale = (ids < 0) | (self.gen[ids] != self._c_gen[codes])  # (-1 reads the last id's gen: either way stale)
         if stale.any():
             miss = codes[stale]
             u, first = np.unique(miss, return_index=True)
             u = u[np.argsort(first)]  # in order of first use
-            missed = [lex.words[c] for c in u.tolist()]
-            got = np.asarray(self.ids(missed) if learn else self.known(missed), dtype=np.int64)
-            self._c_id[u] = got
-            self._c_gen[u] = np.where(got < 0, self._learnt, self.gen[got])
+            got = np.asarray(self.ids([lex.words[c] for c in u.tolist()]), dtype=np.int64)
+            self._c_id[u], self._c_gen[u] = got, self.gen[got]
             ids = self._c_id[codes]
         return ids
 
@@ -147,10 +129,7 @@ class Vocabulary:
         ``lens`` long), nothing learnt: object i's j-th word that is not known (j counted
         from 0) takes ``placeholders``' j-th id, so each object keeps one distinct id per
         word. O(len(words)), one C pass and a few array passes."""
-        return self._placed(np.fromiter(self.known(words), np.int32, len(words)), off, lens)
-
-    def _placed(self, kw: np.ndarray, off: np.ndarray, lens: np.ndarray) -> np.ndarray:
-        """``kw`` with each -1 replaced by a placeholder (``known_runs``)."""
+        kw = np.fromiter(self.known(words), np.int32, len(words))
         new = kw < 0
         if new.any():
             upto = np.zeros(len(kw) + 1, dtype=np.int64)  # new words up to each position

@@ -97,7 +97,6 @@ def publish_pubs(eng, pubs: list, out: NoteBatch, tags: Tags | None = None, expi
         if done < j - i + done:  # stopped: a holder not found through the index (never expected)
             _extend(out, tags, eng.apply_one(pubs[i], slots[i], expire[i] if expire else ()), i)
             i += 1
-    eng.objs.named()  # the words of the run's objects a result still holds (coded keywords)
 
 
 def held_by(eng, o: int) -> list[int]:

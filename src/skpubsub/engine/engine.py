@@ -504,18 +504,14 @@ class Engine:
         distinct, as every reader expects (NOTES)."""
         n = len(evs)
         self.stats["objects"] += n
-        kws = cols.keywords
-        coded = type(kws) is Words  # (``run``'s Gate: codes, translated by array passes)
-        lens = kws.lens() if coded else np.fromiter(map(len, kws), np.int64, n)
+        words = list(chain.from_iterable(cols.keywords))
+        lens = np.fromiter(map(len, cols.keywords), np.int64, n)
         off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(lens, out=off[1:])
-        words = None if coded else list(chain.from_iterable(kws))
         if self.window.retains:  # one lookup pass for the run, new words learnt
-            # converted once: counted, held, stored
-            kw = (self.vocab.ids_of(kws) if coded else np.fromiter(self.vocab.ids(words), np.int64, len(words))
-                  ).astype(np.int32)
+            kw = np.fromiter(self.vocab.ids(words), np.int32, len(words))  # converted once: counted, held, stored
         else:  # no object stays alive: words nobody holds are not learnt (learning was ~20% of a run)
-            kw = self.vocab.known_of(kws) if coded else self.vocab.known_runs(words, off, lens)
+            kw = self.vocab.known_runs(words, off, lens)
         self.vocab.count_many(kw)  # one array call: a ``count`` per object cost more than its kernel
         self._held.append(kw)  # held until the slots are freed
         kind = self.window.kind

@@ -1,12 +1,12 @@
-"""Keywords numbered where they are read: a block's keyword column (a ``SubBlock``'s or a
-``PubBlock``'s) as integer codes into an append-only :class:`Lexicon` (io/NOTES.md,
-"Keywords numbered where they are read").
+"""Keywords numbered where they are read: a subscription block's keyword column as integer
+codes into an append-only :class:`Lexicon` (io/NOTES.md, "Keywords numbered where they are
+read").
 
 ``run``'s reading process makes the codes with the Gate (``Gate(coded=True)``) and sends
 each block's codes with the words new since the last block; the engine's process keeps a
 mirror of the lexicon and its vocabulary translates each code to its own id once
-(``Vocabulary.ids_of``, ``known_of``). So the words of a block are neither unpickled nor
-hashed again in the engine's process: 1M range subscriptions' 2.6M keywords, 0.9 s of
+(``Vocabulary.ids_of``). So the words of a block of subscriptions are neither unpickled
+nor hashed again in the engine's process: 1M range subscriptions' 2.6M keywords, 0.9 s of
 ``Vocabulary.ids`` there, become two array passes.
 """
 

@@ -357,7 +357,7 @@ class Gate:
 
     def __init__(self, window: Window | str = "none", space: Space | None = None, coded: bool = False) -> None:
         self.window = Window.parse(window) if isinstance(window, str) else window
-        # ``coded``: a block's keywords as codes (``lexicon.Words``), numbered here
+        # ``coded``: a SubBlock's keywords as codes (``lexicon.Words``), numbered here
         self.lexicon: Lexicon | None = Lexicon() if coded else None
         self.space = space or Space()
         self.last_t: int | float | None = None
@@ -483,7 +483,7 @@ class Gate:
         kws = list(map(_KEYWORDS, recs))
         if not all(kws):  # one without keywords (UNSET is false) or with none
             return None
-        kw_col = kws if self.lexicon is None else self._coded(kws)  # numbered, if coded
+        kw_col = self._coded(kws) if self.lexicon is not None and op == "sub" else kws  # numbered, if coded
         if kw_col is None or kw_col is kws and not _normal_words(kws):  # (``_coded`` makes that test)
             return None
         ids = list(map(_ID, recs))
@@ -494,7 +494,7 @@ class Gate:
                 xs, ys = list(map(_X, recs)), list(map(_Y, recs))
                 if not _inside(space, xs, ys):
                     return None
-                out = PubBlock(seq=seqs, id=ids, t=ts, x=xs, y=ys, keywords=kw_col)
+                out = PubBlock(seq=seqs, id=ids, t=ts, x=xs, y=ys, keywords=kws)
                 label = "pub"
             else:
                 kinds = set(map(_KIND, recs))

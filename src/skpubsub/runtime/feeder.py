@@ -36,7 +36,7 @@ def judged(path: Path, window: Window, space: Space, apart: bool | None = None) 
 
 
 def _here(path: Path, window: Window, space: Space) -> Iterator[tuple]:
-    gate = Gate(window, space, coded=True)  # a block's keywords numbered here (io/lexicon.py)
+    gate = Gate(window, space, coded=True)  # a SubBlock's keywords numbered here (io/lexicon.py)
     with open(path, "rb") as f:
         for first, n_lines, lines in stream_blocks(f):
             out = gate.admit_block(first, lines, n_lines)

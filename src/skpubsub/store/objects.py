@@ -17,7 +17,6 @@ from numba import njit, types
 from numba.extending import overload
 
 from ..io.events import Pub, PubBlock
-from ..io.lexicon import Words
 from ..core import postings as P
 from ..core.layouts import Laid, ObjectLive, Objects, cached
 from ..core.columns import NO_IDS, Columns, SegmentPool, as_index, grow_ids, grown, put_ids, segment_items
@@ -60,7 +59,6 @@ class ObjectTable(Laid):
         self.ids = NO_IDS  # slot -> id (an object array: the columnar notifications index it)
         self.keep_words = keep_words
         self.words = NO_IDS  # slot -> its keywords as given (a tuple), with ``keep_words``
-        self._unnamed: list = []  # (slots, seqs, coded keywords) of runs whose words are not in ``words`` yet
         # slot -> last refill that read the object (results.refill reads each object once)
         self.stamp = np.zeros(0, dtype=np.int64)
         self.stamp_next = np.zeros(1, dtype=np.int64)
@@ -97,11 +95,7 @@ class ObjectTable(Laid):
         at = as_index(slots)  # fresh slots are consecutive: slices, not scatters
         self.ids = put_ids(self.ids, slots, list(cols.id))
         if self.keep_words:
-            if type(cols.keywords) is Words:  # named once the run is done, if still in use (``named``)
-                self.words = grow_ids(self.words, int(slots.max()))
-                self._unnamed.append((slots, np.fromiter(cols.seq, np.int64, n), cols.keywords))
-            else:
-                self.words = put_ids(self.words, slots, list(cols.keywords))
+            self.words = put_ids(self.words, slots, list(cols.keywords))
         c.x[at] = np.fromiter(cols.x, np.float64, n)
         c.y[at] = np.fromiter(cols.y, np.float64, n)
         c.seq[at] = np.fromiter(cols.seq, np.int64, n)
@@ -114,20 +108,6 @@ class ObjectTable(Laid):
         c.wo[at] = 1.0 / np.sqrt(lens)  # scoring.object_weight
         c.alive[at] = alive
         return slots
-
-    def __getstate__(self) -> dict:
-        self.named()  # (a coded column in transit has no lexicon)
-        return super().__getstate__()
-
-    def named(self) -> None:
-        """The words of the coded runs' objects still in use (their seq unchanged) put in
-        ``words`` as tuples. Under a window that retains no object most objects are freed by
-        the end of their run; only those a result holds need their words (``Engine.export``)."""
-        for slots, seqs, kws in self._unnamed:
-            live = np.flatnonzero(self.cols.seq[slots] == seqs)
-            if len(live):
-                self.words = put_ids(self.words, slots[live], [kws[i] for i in live.tolist()])
-        self._unnamed.clear()
 
     def keywords_csr(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The keyword ids of ``slots`` as CSR: (offsets, int32 ids)."""
@@ -187,7 +167,6 @@ class ObjectTable(Laid):
         kw_off, kw_len = c.kw_off[used], c.kw_len[used]
         assert np.all(kw_len >= 1), "an object without keywords"
         if self.keep_words:
-            assert not self._unnamed, "a coded run's words not named"
             words = self.words
             assert not len(used) or used[-1] < len(words), "an object slot past words"
             assert np.array_equal(np.fromiter(map(len, words[used]), np.int64, len(used)), kw_len), \

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from skpubsub.core.vocab import Vocabulary
 from skpubsub.io.events import SubBlock, events_of
-from skpubsub.io.lexicon import Hashed, Lexicon, Words
+from skpubsub.io.lexicon import Lexicon, Words
 from skpubsub.io.validate import Gate
 
 POOL = ["a", "b", "de", "mx", "q", "ñu", "über", "x1"]
@@ -119,52 +119,3 @@ def test_ids_of_codes_are_the_ids_of_the_words(ops, slack, relex) -> None:
                 v.recycle()
         assert codes_v.words == words_v.words
     codes_v._check()
-
-
-def test_a_hashed_column_is_its_tuples() -> None:
-    rng = random.Random(7)
-    kws = _kws(rng, 30)
-    col = Hashed.of(kws, [w for k in kws for w in k])
-    assert col == kws and col[3] == kws[3] and col[::2] == kws[::2]
-    part = col[4:17]
-    assert type(part) is Hashed and part == kws[4:17]
-    assert part.flat().tolist() == [hash(w) for k in kws[4:17] for w in k]
-    joined = Hashed.concat([col[20:], part, col[:0]])
-    assert joined == kws[20:] + kws[4:17] and joined.flat().tolist() == [hash(w) for k in joined for w in k]
-    back = pickle.loads(pickle.dumps(part))
-    assert back == part and back.flat().tolist() == part.flat().tolist()
-    back.salt = None  # made where string hashes differ (a spawned process): not used
-    assert back.flat() is None and Hashed.concat([back, part]).flat() is None
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["learn", "objects", "forget"]),
-                          st.lists(st.lists(st.sampled_from(POOL + ["zz", "ÿ", "q1"]), min_size=1, max_size=4,
-                                            unique=True), min_size=1, max_size=6)), min_size=1, max_size=25),
-       st.sampled_from([None, 0, 2]))
-def test_known_runs_by_hashes_is_known_runs(ops, slack) -> None:
-    """Objects' words looked up only where their hash's bucket holds a known word give the
-    ids of looking every word up, while words are learnt, forgotten and learnt again, and
-    the buckets grow (``_rehit``) and are counted again after a pickle."""
-    v = Vocabulary(slack=slack)
-    held: list[list[int]] = []
-    for op, kws in ops:
-        flat = [w for k in kws for w in k]
-        if op == "learn":
-            held.append(v.acquire(tuple(dict.fromkeys(flat))))
-        elif op == "forget" and held:
-            v.release(held.pop(0))
-            v.released()
-            v.recycle()
-        else:
-            col = Hashed.of([tuple(k) for k in kws], flat)
-            off = np.zeros(len(kws) + 1, dtype=np.int64)
-            np.cumsum([len(k) for k in kws], out=off[1:])
-            want = v.known_runs(flat, off, np.diff(off))
-            assert v.known_runs(flat, off, np.diff(off), col.flat()).tolist() == want.tolist()
-        v._check()
-    for i in range(300):  # past the first buckets' 4 words a bucket
-        v.id(f"w{i}")
-    v._check()
-    w = pickle.loads(pickle.dumps(v))
-    w._check()

@@ -22,7 +22,7 @@ short one) does not forget and relearn them on every run of objects.
 
 from __future__ import annotations
 
-from itertools import compress, repeat
+from itertools import repeat
 
 import numpy as np
 
@@ -59,7 +59,6 @@ class Vocabulary:
         self._quarantine: list[int] = []  # handed out, waiting for ``recycle``
         self._placeholders = np.zeros(0, dtype=np.int32)
         self.gen = np.zeros(1024, dtype=np.int64)  # per id: bumped when it is forgotten (``ids_of``)
-        self._hits = np.zeros(1024, dtype=np.int32)  # per bucket of ``hash(word)``: known words there
         self._lex = None  # the lexicon ``ids_of`` last read, its codes' ids and their ids' gen then
         self._c_id = self._c_gen = np.zeros(0, dtype=np.int64)
 
@@ -81,11 +80,6 @@ class Vocabulary:
                 self.refs = np.concatenate([self.refs, np.zeros_like(self.refs)])
                 self.gen = np.concatenate([self.gen, np.zeros_like(self.gen)])
         self._ids[word] = i
-        hits = self._hits
-        if 4 * len(self._ids) > len(hits):
-            self._rehit()
-        else:
-            hits[hash(word) & (len(hits) - 1)] += 1
         self._dormant += 1  # known, not held yet
         return i
 
@@ -124,43 +118,18 @@ class Vocabulary:
             ids = self._c_id[codes]
         return ids
 
-    def _rehit(self) -> None:
-        """``_hits`` again, for the words known now, at 8x as many buckets as words."""
-        n = 1 << max(10, (8 * len(self._ids)).bit_length())
-        h = np.fromiter(map(hash, self._ids), np.int64, len(self._ids))
-        self._hits = np.bincount(h & (n - 1), minlength=n).astype(np.int32)
-
-    def __getstate__(self) -> dict:
-        state = self.__dict__.copy()
-        state["_hits"] = None  # string hashes are the process's own: counted again on load
-        return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._rehit()
-
     def known(self, words: list[str]) -> list[int]:
         """The ids of ``words``, ``-1`` for a word not known; nothing is learnt. One C pass
         (``map`` of the dict's ``get``): what an object's words cost when nobody needs the
         ones not known (``Engine.add_run`` under a window that retains no object)."""
         return list(map(self._ids.get, words, repeat(-1)))
 
-    def known_runs(self, words: list[str], off: np.ndarray, lens: np.ndarray,
-                   hashes: np.ndarray | None = None) -> np.ndarray:
+    def known_runs(self, words: list[str], off: np.ndarray, lens: np.ndarray) -> np.ndarray:
         """The int32 ids of a run of objects' ``words`` (object i's are ``off[i]:off[i+1]``,
         ``lens`` long), nothing learnt: object i's j-th word that is not known (j counted
         from 0) takes ``placeholders``' j-th id, so each object keeps one distinct id per
-        word. O(len(words)), one C pass and a few array passes. ``hashes``: the words'
-        ``hash``; a word whose bucket holds no known word is not looked up (most of an
-        object's words, and an unpickled word would cost its hash here)."""
-        if hashes is None:
-            kw = np.fromiter(self.known(words), np.int32, len(words))
-        else:
-            maybe = self._hits[hashes & (len(self._hits) - 1)] > 0
-            kw = np.full(len(words), -1, dtype=np.int32)
-            m = int(np.count_nonzero(maybe))
-            if m:
-                kw[maybe] = np.fromiter(self.known(list(compress(words, maybe.tolist()))), np.int32, m)
+        word. O(len(words)), one C pass and a few array passes."""
+        kw = np.fromiter(self.known(words), np.int32, len(words))
         new = kw < 0
         if new.any():
             upto = np.zeros(len(kw) + 1, dtype=np.int64)  # new words up to each position
@@ -286,9 +255,7 @@ class Vocabulary:
 
     def _forget(self, gone: np.ndarray) -> None:
         words, known = self.words, self._ids
-        hits, mask = self._hits, len(self._hits) - 1
         for i in gone.tolist():
-            hits[hash(words[i]) & mask] -= 1
             del known[words[i]]  # type: ignore[arg-type]
             words[i] = None
             self._freed.append(i)
@@ -330,5 +297,3 @@ class Vocabulary:
         assert all(self.words[i] is None and self.freq[i] == 0 for i in gone), "a forgotten id kept data"
         dormant = sum(1 for i in self._ids.values() if self.refs[i] == 0)
         assert dormant == self._dormant, ("dormant words miscounted", dormant, self._dormant)
-        h = np.fromiter(map(hash, self._ids), np.int64, len(self._ids)) & (len(self._hits) - 1)
-        assert np.array_equal(np.bincount(h, minlength=len(self._hits)), self._hits), "hash buckets miscounted"

@@ -24,7 +24,7 @@ from ..core.columns import segment_items
 from ..core.vocab import Vocabulary
 from ..index.registry import check_parameters, make_index
 from ..io.events import RANGE, Event, Pub, PubBlock, Sub, SubBlock, Unsub, events_of
-from ..io.lexicon import Hashed, Words
+from ..io.lexicon import Words
 from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import remove
 from ..results.refill import POOL, refill_of
@@ -511,8 +511,7 @@ class Engine:
         if self.window.retains:  # one lookup pass for the run, new words learnt
             kw = np.fromiter(self.vocab.ids(words), np.int32, len(words))  # converted once: counted, held, stored
         else:  # no object stays alive: words nobody holds are not learnt (learning was ~20% of a run)
-            hashes = cols.keywords.flat() if type(cols.keywords) is Hashed else None  # (``run``'s Gate)
-            kw = self.vocab.known_runs(words, off, lens, hashes)
+            kw = self.vocab.known_runs(words, off, lens)
         self.vocab.count_many(kw)  # one array call: a ``count`` per object cost more than its kernel
         self._held.append(kw)  # held until the slots are freed
         kind = self.window.kind

@@ -18,7 +18,7 @@ from typing import Any, Union
 
 import msgspec
 
-from .lexicon import Hashed, Words
+from .lexicon import Words
 
 Id = Union[int, str]
 Time = Union[int, float]
@@ -137,8 +137,6 @@ class _Block(Sequence):
                 cols[f] = None
             elif all(type(c) is Words for c in got) and (w := Words.concat(got)) is not None:
                 cols[f] = w  # coded keywords stay codes
-            elif all(type(c) is Hashed for c in got):
-                cols[f] = Hashed.concat(got)  # and hashed ones hashed
             else:
                 d = cls.DEFAULTS.get(f)
                 cols[f] = list(chain.from_iterable(repeat(d, len(b)) if c is None else c

@@ -20,7 +20,6 @@ from numba import njit
 
 from .keywords import normalise
 
-SALT = hash("skpubsub: this process's string hashes")  # tells a forked reader's hashes from another's
 LEX_MAX = 1 << 20  # words a lexicon learns before the reader starts a new one (memory bound)
 
 
@@ -157,56 +156,3 @@ def _repeats(codes, off, n_codes):
                 return True
             last[c] = i
     return False
-
-
-class Hashed(list):
-    """An objects' keyword column (a list of tuples) with each word's ``hash`` (CPython's:
-    the reading process is forked, so it shares the run's hash secret), flattened as int64
-    beside CSR offsets ``off``. The run's vocabulary reads the words it may know by their
-    hashes first (``Vocabulary.known_runs``): most of an object's words are known to no
-    subscription, and an unpickled word would cost its hash and a lookup in the run's
-    process (io/NOTES.md, "Objects' words by their hashes")."""
-
-    __slots__ = ("hashes", "off", "salt")
-
-    @classmethod
-    def of(cls, kws: list[tuple[str, ...]], words: list[str]) -> "Hashed":
-        """``kws``, ``words`` their words one after another."""
-        out = cls(kws)
-        out.salt = SALT
-        out.hashes = np.fromiter(map(hash, words), np.int64, len(words))
-        out.off = np.zeros(len(kws) + 1, dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, kws), np.int64, len(kws)), out=out.off[1:])
-        return out
-
-    @classmethod
-    def _made(cls, kws: list, hashes: np.ndarray, off: np.ndarray, salt: int) -> "Hashed":
-        out = cls(kws)
-        out.hashes, out.off, out.salt = hashes, off, salt
-        return out
-
-    @classmethod
-    def concat(cls, parts: list["Hashed"]) -> "Hashed":
-        off = np.zeros(sum(map(len, parts)) + 1, dtype=np.int64)
-        np.cumsum(np.concatenate([np.diff(p.off) for p in parts]), out=off[1:])
-        salt = parts[0].salt if all(p.salt == parts[0].salt for p in parts) else None
-        return cls._made(list(chain.from_iterable(parts)), np.concatenate([p._own() for p in parts]), off, salt)
-
-    def flat(self) -> np.ndarray | None:
-        """Every record's hashes, one after another; None when made in a process of another
-        hash secret (``SALT``: a spawned process's)."""
-        return self._own() if self.salt == SALT else None
-
-    def _own(self) -> np.ndarray:
-        return self.hashes[self.off[0]:self.off[-1]]
-
-    def __getitem__(self, i):
-        if not isinstance(i, slice):
-            return list.__getitem__(self, i)
-        a, b, step = i.indices(len(self))
-        if step != 1:
-            return list.__getitem__(self, i)
-        return Hashed._made(list.__getitem__(self, i), self.hashes, self.off[a:max(a, b) + 1], self.salt)
-
-    def __reduce__(self):
-        return Hashed._made, (list(self), self._own().copy(), self.off - self.off[0], self.salt)

@@ -24,7 +24,7 @@ from ..core.config import Space, Window
 from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, PubBlock, Rejection, Sub, SubBlock, Unsub, op_label
 from . import fastline
 from .keywords import normalise, normalise_keywords, split_text
-from .lexicon import LEX_MAX, Hashed, Lexicon, Words
+from .lexicon import LEX_MAX, Lexicon, Words
 
 MAX_LINE = 1_048_576  # bytes, without the newline
 
@@ -494,8 +494,6 @@ class Gate:
                 xs, ys = list(map(_X, recs)), list(map(_Y, recs))
                 if not _inside(space, xs, ys):
                     return None
-                if self.lexicon is not None:  # (the run's Gate: its words hashed, ``lexicon.Hashed``)
-                    kws = Hashed.of(kws, list(chain.from_iterable(kws)))
                 out = PubBlock(seq=seqs, id=ids, t=ts, x=xs, y=ys, keywords=kws)
                 label = "pub"
             else:

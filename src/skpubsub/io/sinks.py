@@ -193,7 +193,6 @@ class RunWriter:
                 path.unlink()
         _OPEN.discard(self)
 
-
     def _stop(self) -> None:
         if self._behind is not None:
             self._behind.shutdown()

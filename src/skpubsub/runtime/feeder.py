@@ -87,7 +87,7 @@ def _received(recv, child, path: Path) -> Iterator[tuple]:
                                  ) from None
             if type(msg) is tuple:
                 out, label, pos, gen, fresh = msg
-                if fresh is not None:  # a coded block (``_coded``): its lexicon, as the child's
+                if fresh is not None:  # a coded block (``_lexicon_news``): its lexicon, as the child's
                     if gen != mirror.gen:
                         mirror = Lexicon(gen)
                     mirror.words.extend(fresh)
@@ -114,7 +114,7 @@ def _child(send, path: Path, window: Window, space: Space) -> None:
     try:
         try:
             for out, label, pos in _here(path, window, space):
-                send.send((out, label, pos) + _coded(out))
+                send.send((out, label, pos) + _lexicon_news(out))
             last: BaseException | None = None
         except (EOFError, BrokenPipeError):
             return  # the run is gone
@@ -130,7 +130,7 @@ def _child(send, path: Path, window: Window, space: Space) -> None:
         pass
 
 
-def _coded(out) -> tuple[int, list[str] | None]:
+def _lexicon_news(out) -> tuple[int, list[str] | None]:
     """What the run needs to read a block's coded keywords: its lexicon's ``gen`` and the
     words it learnt since the last message (None: no coded column)."""
     kws = getattr(out, "keywords", None)

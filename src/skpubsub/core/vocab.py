@@ -26,6 +26,8 @@ from itertools import repeat
 
 import numpy as np
 
+from .columns import grown
+
 
 class _Known(dict):
     """word -> id, a word it does not know learnt on lookup (``[]``; ``get`` does not):
@@ -104,9 +106,8 @@ class Vocabulary:
         if lex is not self._lex:  # another lexicon: nothing known of its codes
             self._lex, self._c_id, self._c_gen = lex, np.full(0, -1, np.int64), np.zeros(0, np.int64)
         if len(self._c_id) < len(lex):
-            grow = max(len(lex), 2 * len(self._c_id)) - len(self._c_id)
-            self._c_id = np.concatenate([self._c_id, np.full(grow, -1, np.int64)])
-            self._c_gen = np.concatenate([self._c_gen, np.zeros(grow, np.int64)])
+            cap = max(len(lex), 2 * len(self._c_id))
+            self._c_id, self._c_gen = grown(self._c_id, cap, -1), grown(self._c_gen, cap, 0)
         ids = self._c_id[codes]
         stale = (ids < 0) | (self.gen[ids] != self._c_gen[codes])  # (-1 reads the last id's gen: either way stale)
         if stale.any():

@@ -18,6 +18,7 @@ from itertools import chain
 import numpy as np
 from numba import njit
 
+from ..core.columns import grown
 from .keywords import normalise
 
 LEX_MAX = 1 << 20  # words a lexicon learns before the reader starts a new one (memory bound)
@@ -47,14 +48,19 @@ class Lexicon:
     ``LEX_MAX`` words the reader starts a new one (``Gate``), so an endless vocabulary
     costs bounded memory on both sides."""
 
-    __slots__ = ("words", "gen", "_coder", "_sent", "_normal")
+    __slots__ = ("words", "gen", "_coder", "_sent", "_judged", "_normal", "_seen", "_stamp")
 
     def __init__(self, gen: int = 0) -> None:
         self.words: list[str] = []
         self.gen = gen
         self._coder: _Coder | None = None  # made on first ``code`` (a mirror never codes)
         self._sent = 0
-        self._normal = np.zeros(0, dtype=np.bool_)  # per code: its word is a keyword as given (``judged``)
+        # ``judged``'s: the codes flagged so far; per code, its word is a keyword as given, and
+        # the last record stamp it was seen in (stamps rise call to call: never reset)
+        self._judged = 0
+        self._normal = np.zeros(0, dtype=np.bool_)
+        self._seen = np.zeros(0, dtype=np.int64)
+        self._stamp = 0
 
     def code(self, words: list[str]) -> np.ndarray:
         """The int32 codes of ``words``, new words learnt in order: one C pass."""
@@ -67,12 +73,16 @@ class Lexicon:
         normal already and not empty, none twice in a tuple; the Gate's ``_normal_words``),
         else None. Each word is judged once, when it is learnt (a flag a code); a block's
         test is then an array pass and a compiled pass over its codes."""
-        seen = len(self.words)
         words = Words.of(kws, self)
-        if len(self.words) > seen:
-            new = [bool(w) and normalise(w) == w for w in self.words[seen:]]
-            self._normal = np.concatenate([self._normal, np.array(new, dtype=np.bool_)])
-        if not self._normal[words.codes].all() or _repeats(words.codes, words.off, len(self.words)):
+        a, n = self._judged, len(self.words)
+        if n > a:
+            if n > len(self._normal):  # room by doubling: a block's new words cost their own copy only
+                cap = max(n, 2 * len(self._normal))
+                self._normal, self._seen = grown(self._normal, cap, False), grown(self._seen, cap, -1)
+            self._normal[a:n] = [bool(w) and normalise(w) == w for w in self.words[a:n]]
+            self._judged = n
+        base, self._stamp = self._stamp, self._stamp + len(words)
+        if not self._normal[words.codes].all() or _repeats(words.codes, words.off, self._seen, base):
             return None
         return words
 
@@ -146,13 +156,13 @@ class Words(Sequence):
 
 
 @njit(cache=True)
-def _repeats(codes, off, n_codes):
-    """Does a record name a code twice? O(codes): the last record each code was seen in."""
-    last = np.full(n_codes, -1, np.int64)
+def _repeats(codes, off, seen, base):
+    """Does a record name a code twice? O(codes): ``seen`` holds the stamp of the last record
+    each code was seen in, record ``i`` stamped ``base + i`` (above every earlier call's)."""
     for i in range(len(off) - 1):
         for j in range(off[i], off[i + 1]):
             c = codes[j]
-            if last[c] == i:
+            if seen[c] == base + i:
                 return True
-            last[c] = i
+            seen[c] = base + i
     return False

@@ -12,6 +12,7 @@ plain path applies that pub) and is cut into segments of ``SEGMENT`` pubs.
 from __future__ import annotations
 
 import math
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -172,7 +173,7 @@ def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
     sc, oc, subs = eng.subs.cols, eng.objs.cols, eng.subs
     ix = eng.index.kernel_grid
     exp_obj = run.exp_obj
-    m_kw = int(max(oc.kw_len[run.obj].max(), oc.kw_len[exp_obj].max() if len(exp_obj) else 0))
+    m_kw = int(max(np.diff(run.kwoff).max(), oc.kw_len[exp_obj].max() if len(exp_obj) else 0))
     return L.Scratch(
         toks=np.empty(probe_room(m_kw, ix.directory) + NC * m_kw, dtype=np.int64),
         srt=np.empty(m_kw, dtype=np.int64), cands=np.empty(sc.capacity, dtype=np.int64),
@@ -187,16 +188,49 @@ def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
 def _segment(eng, seg: Seg, expire: list | None, out: NoteBatch, tags: Tags | None, base: int) -> int:
     """Run the kernel over the pubs of ``seg``; returns how many it applied (all but on a
     missing holder)."""
-    oc, sc, top = eng.objs.cols, eng.subs.cols, eng.index
-    slots = seg.slots
-    ix = top.kernel_grid  # the compiled grid the kernel scans (igpt keeps range and knn in one)
+    oc = eng.objs.cols
     plan = _plan(eng, seg, expire)
+    b_obj = np.array(seg.slots, dtype=np.int64)
+    run = L.Run(b_obj, oc.x[b_obj], oc.y[b_obj], seg.kwoff, seg.kw, oc.wo[b_obj], plan.off, plan.keys,
+                eng.window.retains)
+    done, status, dead = _kernel(eng, run, seg.times, out, tags, base)
+    eng.index.kernel_grid.count(run.x[:done], run.y[:done])  # after the fact: a level choice is cost, never results
+    _sync(eng, seg, plan, dead, done)
+    return done
+
+
+def leave_due(eng, t, out: NoteBatch, skip: int = -1) -> None:
+    """The objects due to leave by an event at ``t`` (time window, the engine's own clock,
+    no subscription ending by ``t``) leave in one kernel step with no arrival, before the
+    event's own work: their notifications (time ``t``) as columns, as a pub's expiries give
+    them, instead of the plain path's per-object Python (``Engine._expire_objects``).
+    ``skip``: a slot whose notifications are dropped (the event unsubscribes it)."""
+    start = time.perf_counter()
+    gone = eng.clock.leaving(t)
+    oc = eng.objs.cols
+    at = np.full(1, gone[0], dtype=np.int64)  # the probe of no object: a valid position, no keywords
+    plan = RunPlan.of(1, [0] * len(gone), gone)
+    run = L.Run(np.full(1, -1, dtype=np.int64), oc.x[at], oc.y[at], np.zeros(2, dtype=np.int64),
+                np.empty(0, dtype=np.int32), oc.wo[at], plan.off, plan.keys, False)
+    done, _, dead = _kernel(eng, run, (t,), out, None, 0, skip)
+    if done:
+        for o in dead:
+            eng.alive.remove(o, eng.objs.keywords(o).tolist())
+        eng.forget(dead)
+        eng.stats["expiry_seconds"] += time.perf_counter() - start
+    else:  # a holder not found through the index (never expected): the plain path
+        eng.stats["expiry_seconds"] += time.perf_counter() - start
+        eng._expire_objects(gone)
+
+
+def _kernel(eng, run: L.Run, times, out: NoteBatch, tags: Tags | None, base: int, skip: int = -1
+            ) -> tuple[int, int, list[int]]:
+    """Kernel calls over ``run`` until it is done or stops on a missing holder, each call's
+    rows drained into ``out``; returns (pubs applied, status, objects that left)."""
+    sc, top = eng.subs.cols, eng.index
+    ix = top.kernel_grid  # the compiled grid the kernel scans (igpt keeps range and knn in one)
     ix.fit(sc.capacity - 1)
     ix.store.track_levels(ix.lmax)  # scan skips the levels where a token has no list
-    b_obj = np.array(slots, dtype=np.int64)
-    b_kwoff, b_kw = seg.kwoff, seg.kw
-    retains = eng.window.retains
-    run = L.Run(b_obj, oc.x[b_obj], oc.y[b_obj], b_kwoff, b_kw, oc.wo[b_obj], plan.off, plan.keys, retains)
     scanned = top.scans  # aoiq[batch=true]: every candidate comes precomputed
     pre = _precomputed(eng, run, scanned)
     if top.precomputes and not scanned:
@@ -213,16 +247,16 @@ def _segment(eng, seg: Seg, expire: list | None, out: NoteBatch, tags: Tags | No
         counters = np.zeros(N_COUNTERS, dtype=np.int64)
         counters[C_BUDGET] = budget
         ix.store.reserve(budget, budget)
-        if retains:
-            eng.alive.store.reserve(len(b_kw), len(b_kw))
+        if eng.window.retains:
+            eng.alive.store.reserve(len(run.kw), len(run.kw))
             scratch = scratch._replace(heap=eng.heap(eng.subs.max_kb))  # room for the grown lists
         nxt, status = publish_run(start, sc.count, run, subs, objs, eng.alive.store.arrays, ix.layout, directory,
                                   pre, scratch, rows, counters)
         if top.tracks_scores:
             changed.append(np.unique(rows.s[: counters[C_OUT]]))
-        _drain(eng, seg.times, counters, rows, scratch, dead, out, tags, base)
-        if retains:
-            eng.alive.added(nxt - start, int(b_kwoff[nxt] - b_kwoff[start]))
+        _drain(eng, times, counters, rows, scratch, dead, out, tags, base, skip)
+        if run.retains:
+            eng.alive.added(nxt - start, int(run.kwoff[nxt] - run.kwoff[start]))
         if status != STOP_FULL:
             break
         start = nxt
@@ -231,21 +265,18 @@ def _segment(eng, seg: Seg, expire: list | None, out: NoteBatch, tags: Tags | No
             cap = 2 * int(counters[C_NEED_ROWS])
             rows = L.rows(cap)
             scratch = scratch._replace(hold_s=np.empty(cap, dtype=np.int64), hold_p=np.empty(cap, dtype=np.int64))
-    done = nxt
     if top.tracks_scores:  # scores that rose (results changed) or may have dropped (refills)
         top.touched(np.concatenate([*changed, pre.rf[: pre.rf_n[0]]]))
-    ix.count(run.x[:done], run.y[:done])  # after the fact: a level choice is cost, never results
     if status == STOP_EXPIRY:
         eng.stats["expiry_stops"] += 1
-    _sync(eng, seg, plan, dead, done)
-    return done
+    return nxt, status, dead
 
 
 def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, out: NoteBatch, tags: Tags | None,
-           base: int) -> None:
+           base: int, skip: int = -1) -> None:
     """Turn one kernel call's rows into notifications, one net change per (pub, subscription)
-    (SPEC section 6), appended to ``out`` as columns; re-post queued slots; collect the
-    objects that left."""
+    (SPEC section 6), appended to ``out`` as columns (none for slot ``skip``); re-post queued
+    slots; collect the objects that left."""
     sc = eng.subs.cols
     ix = eng.index.kernel_grid
     n = int(counters[C_OUT])
@@ -257,6 +288,10 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
         left = d_all[(rows.r[:n] == 0) & (d_all >= 0)]  # pushed past k: out of a buffer of k
         if len(left):
             eng.forget(left.tolist())
+        if skip >= 0 and (rows.s[:n] == skip).any():  # its event unsubscribes it: no notification
+            rows = L.Rows(*(col[:n][rows.s[:n] != skip] for col in rows))
+            n = len(rows.s)
+    if n:
         ordered = L.rows(n)
         if not group_rows(rows, n, sc.seq, eng.subs.in_order, np.empty(n, dtype=np.int64), ordered):  # never expected
             keep = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order

@@ -183,6 +183,8 @@ class Engine:
             if subs:
                 self._subscribe_many(subs, out)
                 subs = []
+            if cls is Unsub:
+                self._leave_due(ev, out)
             if not (cls is Unsub and self._unsubscribe_one(ev)):
                 out.extend(self.apply_one(ev))
         if run:
@@ -193,6 +195,17 @@ class Engine:
         self.index.refresh(self._refreshed)
         self._recycle_keywords()
         return out
+
+    def _leave_due(self, ev: Sub | Unsub, out: NoteBatch) -> None:
+        """Before a subscription or unsubscription on a compiled index (time window, own
+        clock): the objects due by its time leave in one kernel step (``driver.leave_due``,
+        notifications as columns), not one by one on the plain path (``_expire_objects``:
+        ~12 us a notification on a churning stream, engine/NOTES.md "Expiry on the plain
+        path"). Not when a subscription ends by then too: the plain path orders both."""
+        if self.compiled and not self.external and self.clock.only_objects_due(ev.t):
+            from .driver import leave_due
+
+            leave_due(self, ev.t, out, self.subs.slot_of.get(ev.id, -1) if type(ev) is Unsub else -1)
 
     def _settle(self) -> None:
         """``apply_columnar``'s ending for a lone subscribe or unsubscribe: the index reviews
@@ -244,6 +257,7 @@ class Engine:
         b = parts[0] if len(parts) == 1 and type(parts[0]) is SubBlock else SubBlock.join(parts)
         if self.external or not self._at_once(b):
             for ev in b:
+                self._leave_due(ev, out)
                 if not self._subscribe_one(ev):
                     out.extend(self.apply_one(ev))
             return

@@ -11,7 +11,9 @@ its keyword pairs and their blocks), the postings of its cell on every grid leve
 the global list, verifies every live candidate once, inserts it into k-best
 buffers and follows shrinking balls (tightening a box in place, or re-posting a level
 finer). Each change becomes an output row; one pub's rows for one subscription net out
-to its notification (:mod:`skpubsub.io.notifications`).
+to its notification (:mod:`skpubsub.io.notifications`). A step whose object is -1 only
+applies its expiries: the objects due before a subscription or an unsubscription
+(:func:`.driver.leave_due`).
 
 The kernel never allocates: before a call Python reserves posting room and output
 rows, and the kernel stops before an event that might not fit (after finding its
@@ -173,6 +175,8 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                     continue
                 _follow(s, subs, grid, scratch, counters)
         o = b_obj[i]
+        if o < 0:  # a leave-only step (driver.leave_due): objects left, none arrives
+            continue
         x = b_x[i]
         y = b_y[i]
         okw = b_kw[b_kwoff[i]:b_kwoff[i + 1]]

@@ -81,3 +81,15 @@ def test_alive_postings_follow_arrivals_expiries_and_reused_slots() -> None:
                 assert alive.posting(w).tolist() == sorted(want)
     assert alive.count == len(live)
     assert alive.store.entries <= 2 * alive.live + 65536  # sweeps keep the dead entries bounded
+
+
+@pytest.mark.parametrize("index", ["dkm", "aoiq", "auto"])
+def test_objects_due_before_subscriptions_leave_in_the_kernel(index: str) -> None:
+    """Under a time window, the objects due before a subscription or an unsubscription
+    leave in a kernel step of their own (``driver.leave_due``), their notifications before
+    the event's own and none for a subscription the event ends; exact against the reference
+    engine, event by event and in random batches."""
+    streams = [(random_stream(seed, n_events=(60, 150), windows=("time",)), seed) for seed in range(int(25 * SCALE))]
+    stats = compare_counting(streams, index)
+    assert stats["leave_steps"] > 100 and stats["refills"] > 100  # 456 and 1528 here
+    assert stats["expiry_stops"] == 0 and stats["expiry_misses"] == 0

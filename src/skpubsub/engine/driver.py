@@ -214,6 +214,7 @@ def leave_due(eng, t, out: NoteBatch, skip: int = -1) -> None:
                 np.empty(0, dtype=np.int32), oc.wo[at], plan.off, plan.keys, False)
     done, _, dead = _kernel(eng, run, (t,), out, None, 0, skip)
     if done:
+        eng.stats["leave_steps"] += 1
         for o in dead:
             eng.alive.remove(o, eng.objs.keywords(o).tolist())
         eng.forget(dead)

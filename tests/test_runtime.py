@@ -35,13 +35,14 @@ def skewed_plan(m: int) -> AssignedPlan:
     return AssignedPlan(m, "skewed", {}, {}, new_rule=lambda sub, p: ((m - 1,), 1.0))
 
 
-def _events(seed: int):
-    s = random_stream(seed)
+def _events(seed: int, **kwargs):
+    s = random_stream(seed, **kwargs)
     g = Gate(s.window, s.space)
     return s, [ev for i, r in enumerate(s.events, 1) if not isinstance(ev := g.admit(r, i), Rejection)]
 
 
-def _check(s, events, plan, index: str, batch: int, processes: bool = False) -> None:
+def _check(s, events, plan, index: str, batch: int, processes: bool = False) -> list[dict]:
+    """Notifications and results equal the reference engine's; returns the workers' stats."""
     ref = ReferenceEngine(s.window, s.space)
     with LocalCluster(plan, s.window, s.space, index=index, processes=processes) as cl:
         for i in range(0, len(events), batch):
@@ -49,6 +50,7 @@ def _check(s, events, plan, index: str, batch: int, processes: bool = False) -> 
             got = cl.apply(events[i:i + batch])
             assert got == want, (s, i, want, got)
         assert cl.results() == ref.all_results(), s
+        return cl.worker_stats()
 
 
 @pytest.mark.parametrize("make_plan", [hash_plan, replicated_plan, skewed_plan])
@@ -96,3 +98,15 @@ def test_every_planner_stays_exact(name: str) -> None:
             s, events = _events(1000 + 10 * seed + m)
             plan = _planned(name, events, s.space or Space(), m)
             _check(s, events, plan, "dkm", batch=1 + seed % 5)
+
+
+@pytest.mark.parametrize("make_plan", [hash_plan, skewed_plan])
+def test_workers_leave_objects_due_before_subscriptions_in_the_kernel(make_plan) -> None:
+    """Under a time window a worker told that objects leave before a subscription, an
+    unsubscription or a tick does it in one kernel step (``driver.leave_due``), exact
+    against the reference engine."""
+    steps = 0
+    for seed in range(12):
+        s, events = _events(5000 + seed, n_events=(80, 150), windows=("time",))
+        steps += sum(w["leave_steps"] for w in _check(s, events, make_plan(3), "dkm", batch=1 + seed % 7))
+    assert steps > 50

@@ -199,20 +199,19 @@ def _segment(eng, seg: Seg, expire: list | None, out: NoteBatch, tags: Tags | No
     return done
 
 
-def leave_due(eng, t, out: NoteBatch, skip: int = -1) -> None:
-    """The objects due to leave by an event at ``t`` (time window, the engine's own clock,
-    no subscription ending by ``t``) leave in one kernel step with no arrival, before the
-    event's own work: their notifications (time ``t``) as columns, as a pub's expiries give
-    them, instead of the plain path's per-object Python (``Engine._expire_objects``).
-    ``skip``: a slot whose notifications are dropped (the event unsubscribes it)."""
+def leave_due(eng, t, gone: list[int], out: NoteBatch, skip: int = -1, tags: Tags | None = None) -> None:
+    """Objects ``gone`` (slots, oldest first) leave before an event at ``t`` in one kernel
+    step with no arrival, before the event's own work: their notifications (time ``t``) as
+    columns, as a pub's expiries give them, instead of the plain path's per-object Python
+    (``Engine._expire_objects``). ``skip``: a slot whose notifications are dropped (the
+    event unsubscribes it); ``tags``: a worker's keys, the event's item at ``tags.at``."""
     start = time.perf_counter()
-    gone = eng.clock.leaving(t)
     oc = eng.objs.cols
     at = np.full(1, gone[0], dtype=np.int64)  # the probe of no object: a valid position, no keywords
     plan = RunPlan.of(1, [0] * len(gone), gone)
     run = L.Run(np.full(1, -1, dtype=np.int64), oc.x[at], oc.y[at], np.zeros(2, dtype=np.int64),
                 np.empty(0, dtype=np.int32), oc.wo[at], plan.off, plan.keys, False)
-    done, _, dead = _kernel(eng, run, (t,), out, None, 0, skip)
+    done, _, dead = _kernel(eng, run, (t,), out, tags, 0, skip)
     if done:
         eng.stats["leave_steps"] += 1
         for o in dead:

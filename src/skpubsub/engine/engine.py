@@ -197,16 +197,28 @@ class Engine:
         self._recycle_keywords()
         return out
 
-    def _leave_due(self, ev: Sub | Unsub, out: NoteBatch) -> None:
-        """Before a subscription or unsubscription on a compiled index (time window, own
-        clock): the objects due by its time leave in one kernel step (``driver.leave_due``,
-        notifications as columns), not one by one on the plain path (``_expire_objects``:
-        ~12 us a notification on a churning stream, engine/NOTES.md "Expiry on the plain
-        path"). Not when a subscription ends by then too: the plain path orders both."""
-        if self.compiled and not self.external and self.clock.only_objects_due(ev.t):
-            from .driver import leave_due
+    def _leave_due(self, ev: Sub | Unsub | Tick, out: NoteBatch, expire: tuple[int, ...] = (), tags=None) -> bool:
+        """Before a subscription, an unsubscription or (a worker's) tick on a compiled index:
+        the objects due by its time (own clock, time window; or ``expire``, the seqs a
+        worker is told) leave in one kernel step (``driver.leave_due``, notifications as
+        columns), not one by one on the plain path (``_expire_objects``: ~12 us a
+        notification on a churning stream, engine/NOTES.md "Objects due before a
+        subscription"). Not when a subscription ends by then too: the plain path orders
+        both. Returns whether they left."""
+        if not self.compiled:
+            return False
+        if self.external:
+            if not expire or self.clock.next_sub_end <= ev.t:
+                return False
+            gone = [self.alive_by_seq.pop(q) for q in expire]
+        elif self.clock.only_objects_due(ev.t):
+            gone = self.clock.leaving(ev.t)
+        else:
+            return False
+        from .driver import leave_due
 
-            leave_due(self, ev.t, out, self.subs.slot_of.get(ev.id, -1) if type(ev) is Unsub else -1)
+        leave_due(self, ev.t, gone, out, self.subs.slot_of.get(ev.id, -1) if type(ev) is Unsub else -1, tags)
+        return True
 
     def _settle(self) -> None:
         """``apply_columnar``'s ending for a lone subscribe or unsubscribe: the index reviews
@@ -347,6 +359,9 @@ class Engine:
         elif isinstance(ev, Adopt):
             self._adopt(ev)
         else:
+            tags.at = k
+            if type(ev) in (Sub, Unsub, Tick) and self._leave_due(ev, out, expire, tags):
+                expire = ()
             notes = self.apply_one(ev, expire=expire)
             if notes:
                 out.extend(notes)

@@ -249,7 +249,7 @@ class AOIQIndex(CompiledGrid):
         self.book = new_book()
         self.pair_of = np.full(len(self._slots), -1, dtype=np.int64)  # slot -> its pair (-1: none)
         self.objects = 0  # objects seen (the frequencies' denominator)
-        self._cost_key: tuple = ()
+        self._cost_at = -1  # objects seen when ``_cost_now`` was made (-1: not made)
         self._cost_now: Cost | None = None
         self._cost_ok = np.zeros(1, dtype=np.bool_)  # the ``One`` bundle's cost is current
 
@@ -303,7 +303,7 @@ class AOIQIndex(CompiledGrid):
     # -- CompiledGrid hooks ---------------------------------------------------------
     def __getstate__(self) -> dict:
         state = super().__getstate__()
-        state["_cost_key"], state["_cost_now"] = (), None  # made again from the restored vocabulary
+        state["_cost_at"], state["_cost_now"] = -1, None  # made again from the restored vocabulary
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -311,24 +311,31 @@ class AOIQIndex(CompiledGrid):
         self._cost_ok = np.zeros(1, dtype=np.bool_)
 
     def _cost(self) -> Cost:
-        """Equation 2's inputs as of the last ``refresh`` that saw new objects: the estimates
-        move with the objects, not with each new keyword of a subscription (ids past the
-        snapshot count as never seen), so one-by-one registration does not rebuild them."""
-        key = (self.objects,)
-        if self._cost_key != key:
+        """Equation 2's inputs, made again once the objects seen have grown by an eighth
+        since they were last made (``_cost_stale``): the estimates move with the objects,
+        not with each new keyword of a subscription (ids past the snapshot count as never
+        seen), so one-by-one registration does not rebuild them, nor does each subscription
+        of a stream that interleaves them with objects (``log_survival`` is O(vocabulary):
+        remade per subscription it was 37% of such a run, index/NOTES.md). They choose
+        postings, never results."""
+        if self._cost_stale():
             v, freq = max(1, len(self.vocab)), self.vocab.freq.copy()
-            self._cost_key = key
+            self._cost_at = self.objects
             self._cost_now = Cost(freq, np.array([float(self.objects), float(v), self.theta_u]),
                                   log_survival(freq, float(self.objects), float(v)))
             self._one = None
         return self._cost_now
+
+    def _cost_stale(self) -> bool:
+        at = self._cost_at
+        return self._cost_now is None or at < 0 or self.objects - at >= max(1, at // 8)
 
     # A lone subscription: the grid's insert (``placing.place_slot``) assigns its pair first
     # (Algorithm 1, ``pairs.assign_many``) in the same compiled call; its delete leaves the
     # pair's block (``placing.unplace_slot``).
     def _pairs(self) -> tuple:
         ok = self._cost_ok
-        ok[0] = self._cost_now is not None and self._cost_key == (self.objects,)  # else the kernel asks
+        ok[0] = not self._cost_stale()  # else the kernel asks (``_need_pairs``)
         return True, self.kinds, self.book, self._cost_now or _NO_COST, self.pair_of, ok
 
     def _need_pairs(self, need: int) -> None:
@@ -357,9 +364,9 @@ class AOIQIndex(CompiledGrid):
     def refresh(self, objects: int) -> int:
         """Pair postings never move (fixed keyword order); the frequency count is kept, and
         `all` subscriptions of kinds not under pairs are reviewed as the grid's (GI²)."""
-        if objects != self.objects:
-            self._cost_ok[0] = False  # Equation 2's inputs move with the objects (``_cost``)
         self.objects = objects
+        if self._cost_ok[0] and self._cost_stale():
+            self._cost_ok[0] = False  # Equation 2's inputs move with the objects (``_cost``)
         return super().refresh(objects) if self.kinds != _ALL_KINDS else 0
 
     def precompute(self, objects: Probes, expiring: Probes) -> tuple:

@@ -6,7 +6,9 @@ the kernel's layouts (:mod:`skpubsub.core.layouts`) and calls :func:`kernel.publ
 until the run is done: the kernel stops before an event that might not fit, and Python
 drains its rows into notifications (one net change per pub and subscription), re-posts
 queued slots, reserves more and resumes. A run ends early at a subscription's expiry (the
-plain path applies that pub) and is cut into segments of ``SEGMENT`` pubs.
+plain path applies that pub) and is cut into segments of ``SEGMENT`` pubs. ``leave_due``
+makes the same calls for a step with no arrival: the objects due before a subscription or
+an unsubscription.
 """
 
 from __future__ import annotations

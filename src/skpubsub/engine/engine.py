@@ -91,7 +91,8 @@ class Engine:
         self._holders: dict[int, list[int]] = {}  # object slot -> sub slots that took it (lazy; plain index)
         # expired: objects that left the window; expiry_seconds: time the plain path spent on
         # those that some result held, and the kernel's leave-only steps (leave_steps: the
-        # objects due before a subscription or unsubscription, ``driver.leave_due``). A compiled index's kernel removes held objects from
+        # objects due before a subscription or unsubscription, ``driver.leave_due``). A
+        # compiled index's kernel removes held objects from
         # buffers (expiry_removals) and refills short ones itself, timed with the arrivals;
         # refills counts both paths (refill_reads: alive entries they read); evictions: objects
         # a k-skyband buffer let go as dominated, or did not take. expiry_stops: runs the
@@ -204,7 +205,7 @@ class Engine:
         columns), not one by one on the plain path (``_expire_objects``: ~12 us a
         notification on a churning stream, engine/NOTES.md "Objects due before a
         subscription"). Not when a subscription ends by then too: the plain path orders
-        both. Returns whether they left."""
+        both. ``tags``: a worker's keys (``driver.Tags``). Returns whether they left."""
         if not self.compiled:
             return False
         if self.external:

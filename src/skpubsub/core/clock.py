@@ -72,10 +72,10 @@ class WindowClock:
         s, h = self._subs, self._heap
         return bool(s and s[0][0] <= t or h and h[0][0] <= t)
 
-    def only_objects_due(self, t: Time) -> bool:
-        """Objects due to leave by ``t`` (time window) and no subscription ending by then."""
-        s, h = self._subs, self._heap
-        return bool(h and h[0][0] <= t and not (s and s[0][0] <= t))
+    def objects_due(self, t: Time) -> bool:
+        """Are objects due to leave by ``t`` (time window)?"""
+        h = self._heap
+        return bool(h and h[0][0] <= t)
 
     # -- objects -----------------------------------------------------------------------
     def expiry(self, t: Time, expires: Time | None, seq: int) -> Time:

@@ -5,10 +5,10 @@ them (:class:`WindowClock`), reserves posting room and output rows, bundles the 
 the kernel's layouts (:mod:`skpubsub.core.layouts`) and calls :func:`kernel.publish_run`
 until the run is done: the kernel stops before an event that might not fit, and Python
 drains its rows into notifications (one net change per pub and subscription), re-posts
-queued slots, reserves more and resumes. A run ends early at a subscription's expiry (the
-plain path applies that pub) and is cut into segments of ``SEGMENT`` pubs. ``leave_due``
-makes the same calls for a step with no arrival: the objects due before a subscription or
-an unsubscription.
+queued slots, reserves more and resumes. A segment ends before a subscription's expiry
+(Python ends the subscription, then the kernel goes on); a run is cut into segments of
+``SEGMENT`` pubs. ``leave_due`` makes the same calls for a step with no arrival: the
+objects due before a subscription or an unsubscription.
 """
 
 from __future__ import annotations
@@ -85,10 +85,9 @@ def publish_pubs(eng, pubs: list, out: NoteBatch, tags: Tags | None = None, expi
     i = 0
     while i < len(pubs):
         limit = eng.clock.next_sub_end
-        if limit <= times[i]:  # a subscription ends first: plain path (times exact, SPEC 6)
-            _extend(out, tags, eng.apply_one(pubs[i], slots[i], expire[i] if expire else ()), i)
-            i += 1
-            continue
+        if limit <= times[i]:  # subscriptions end first, silently (times exact, SPEC 6); the kernel goes on
+            eng._expire_subs(times[i])
+            limit = eng.clock.next_sub_end
         end = min(len(pubs), i + SEGMENT)
         j = i + 1 if limit < math.inf else end  # times are finite: none reaches an infinite limit
         while j < end and times[j] < limit:

@@ -204,18 +204,12 @@ class Engine:
         worker is told) leave in one kernel step (``driver.leave_due``, notifications as
         columns), not one by one on the plain path (``_expire_objects``: ~12 us a
         notification on a churning stream, engine/NOTES.md "Objects due before a
-        subscription"). Not when a subscription ends by then too: the plain path orders
-        both. ``tags``: a worker's keys (``driver.Tags``). Returns whether they left."""
-        if not self.compiled:
+        subscription"). The subscriptions ending by then end first, silently, as on the plain
+        path. ``tags``: a worker's keys (``driver.Tags``). Returns whether they left."""
+        if not (self.compiled and (expire if self.external else self.clock.objects_due(ev.t))):
             return False
-        if self.external:
-            if not expire or self.clock.next_sub_end <= ev.t:
-                return False
-            gone = [self.alive_by_seq.pop(q) for q in expire]
-        elif self.clock.only_objects_due(ev.t):
-            gone = self.clock.leaving(ev.t)
-        else:
-            return False
+        self._expire_subs(ev.t)
+        gone = [self.alive_by_seq.pop(q) for q in expire] if self.external else self.clock.leaving(ev.t)
         from .driver import leave_due
 
         leave_due(self, ev.t, gone, out, self.subs.slot_of.get(ev.id, -1) if type(ev) is Unsub else -1, tags)

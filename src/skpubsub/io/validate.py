@@ -13,7 +13,7 @@ import heapq
 import json
 import math
 from itertools import chain, count, filterfalse, islice, repeat
-from operator import attrgetter, itemgetter, le
+from operator import attrgetter, gt, itemgetter, le
 from typing import Any
 
 import msgspec
@@ -294,6 +294,21 @@ _MATCH_ALL_RANGE = {UNSET: True, "all": True, "any": False}  # a range sub match
 _MATCH_ALL_KNN = {UNSET: False, "all": True, "any": False}  # a kNN one any
 
 
+def _past(exps: list, last: int | float) -> list | None:
+    """A block's ``expires`` column (None where unset) when every one set is past the block's
+    last time ``last`` (so none ends within the block, and each is after its own ``t``:
+    ``fastline.event``'s test), else None (the block goes event by event)."""
+    out = [None if e is UNSET else e for e in exps]
+    given = [e for e in out if e is not None]
+    try:
+        if not all(map(gt, given, repeat(last))):
+            return None
+        float(max(given))  # past float range: fastline.event's OverflowError (the others lie below)
+    except (OverflowError, TypeError):
+        return None
+    return out
+
+
 _X1, _Y1, _X2, _Y2 = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # of a rect
 
 
@@ -467,7 +482,9 @@ class Gate:
         if len(ops) != 1:
             return None
         op = ops.pop()
-        if op == "unsub" or set(map(_EXPIRES, recs)) != _UNSET_ONLY:
+        exps = list(map(_EXPIRES, recs))
+        timed = set(exps) != _UNSET_ONLY
+        if op == "unsub" or timed and op != "sub":  # (objects with an expiry: event by event)
             return None
         ts = list(map(_T, recs))
         last = self.last_t
@@ -479,6 +496,9 @@ class Gate:
             return None
         ends = self._ends
         if ends and ends[0][0] <= ts[-1]:  # an expiry falls in the block: event by event
+            return None
+        exps = _past(exps, ts[-1]) if timed else None
+        if timed and exps is None:
             return None
         kws = list(map(_KEYWORDS, recs))
         if not all(kws):  # one without keywords (UNSET is false) or with none
@@ -508,7 +528,7 @@ class Gate:
                         return None
                     match_all = list(map(_MATCH_ALL_RANGE.__getitem__, map(_MATCH, recs)))
                     out = SubBlock(seq=seqs, id=ids, t=ts, kind=[RANGE] * len(ids), keywords=kw_col,
-                                   match_all=match_all, rect=rects)
+                                   match_all=match_all, rect=rects, expires=exps)
                 elif kind == KNN:
                     xs, ys, ks = list(map(_X, recs)), list(map(_Y, recs)), list(map(_K, recs))
                     min(ks)  # an UNSET k (the decoder has held the others to 1..MAX_K)
@@ -516,11 +536,16 @@ class Gate:
                         return None
                     match_all = list(map(_MATCH_ALL_KNN.__getitem__, map(_MATCH, recs)))
                     out = SubBlock(seq=seqs, id=ids, t=ts, kind=[KNN] * len(ids), keywords=kw_col,
-                                   match_all=match_all, x=xs, y=ys, k=ks)
+                                   match_all=match_all, x=xs, y=ys, k=ks, expires=exps)
                 else:
                     return None
                 if not self._claim(ids):
                     return None
+                if exps is not None:  # as ``_accept`` keeps them: when each id ends
+                    for ident, e, q in zip(ids, exps, seqs):
+                        if e is not None:
+                            self._expires[ident] = (e, q)
+                            heapq.heappush(ends, (e, q, ident))
                 label = op_label("sub", kind)
         except TypeError:
             return None

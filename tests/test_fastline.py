@@ -326,7 +326,7 @@ def test_ids_across_blocks():
         [sub("e", 2), sub("f", 2), sub("e", 2)],  # e twice in the block
         [sub("g", 2, "knn"), sub("a", 2, "knn"), sub("h", 2, "knn")],  # a still active
         [sub("g", 3), sub("i", 3)],  # g, accepted line by line in the block before, is active
-        [sub("z", 4, expires=6)],
+        [sub("z", 4, expires=6)],  # by columns, its end kept
         [sub("z", 6), sub("y", 6)],  # z ended at 6: reusable
         [sub("z", 7), sub(1, 7)],  # both active
         [unsub("a", 8), sub("j", 8)],
@@ -351,7 +351,7 @@ def test_ids_across_blocks():
                    ("a", "ok"), ("j", "ok"), ("a", "ok"), ("k", "ok")]
     assert set(g._active) == {"a", "b", 1, "1", "d", "e", "f", "g", "h", "i", "z", "y", "j", "k"}
     # the clean blocks went by columns (the reuses included), the others line by line
-    assert labels == [None, None, "sub:range", None, None, None, None, None, None, None, "sub:range"]
+    assert labels == [None, None, "sub:range", None, None, None, "sub:range", None, None, None, "sub:range"]
     lines = [line for block in blocks for line in block]
     _same_by_blocks("time:100", lines, [len(b) for b in blocks])
     _same_by_blocks("time:100", lines, [1])

@@ -147,6 +147,8 @@ def _record(kind: str, ident, t, words, edit: str) -> dict:
         rec.update(kind="range", rect=[0.0, 0.0, 1.5, 2.0])
     elif kind == "knn":
         rec.update(kind="knn", x=0.5, y=-0.5, k=3)
+    elif kind == "topk":
+        rec.update(kind="topk", x=0.5, y=-0.5, k=3, alpha=0.25)
     elif kind == "pub":
         rec.update(op="pub", x=0.5, y=-0.5)
     else:
@@ -169,6 +171,12 @@ def _record(kind: str, ident, t, words, edit: str) -> dict:
         rec.update(x=180, y=-90)
     elif edit in ("no_y", "no_k"):
         rec.pop(edit[-1], None)
+    elif edit == "no_alpha":
+        rec.pop("alpha", None)
+    elif edit == "alpha_hi":
+        rec["alpha"] = 1.5
+    elif edit == "weights":
+        rec["weights"] = {words[0]: 2.0}
     elif edit == "kw_dup":
         rec["keywords"] = ["a", "a"]
     elif edit == "kw_odd":
@@ -189,12 +197,13 @@ def _record(kind: str, ident, t, words, edit: str) -> dict:
 
 
 EDITS = ["", "", "", "", "drop", "text", "inverted", "inverted_y", "far", "far_x", "far_y", "far_y2", "edge",
-         "no_y", "no_k", "kw_dup", "kw_odd", "all", "any", "some", "expires", "huge", "k0", "int_id", "float_t", "junk", "long"]
+         "no_y", "no_k", "kw_dup", "kw_odd", "all", "any", "some", "expires", "huge", "k0", "int_id", "float_t",
+         "junk", "long", "no_alpha", "alpha_hi", "weights"]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(["none", "time:3"]),
-       st.lists(st.tuples(st.sampled_from(["range", "range", "knn", "pub", "pub", "unsub"]),
+       st.lists(st.tuples(st.sampled_from(["range", "range", "knn", "topk", "pub", "pub", "unsub"]),
                           st.integers(1, 40),  # how many lines of that kind
                           st.lists(st.tuples(st.integers(0, 39), st.sampled_from(EDITS)), max_size=3),
                           st.lists(st.sampled_from(WORDS[:7]), min_size=1, max_size=3, unique=True)
@@ -244,6 +253,21 @@ def _same_by_blocks(window: str, lines: list, cuts: list[int], joined: int = 1) 
     assert by_block == by_line
     assert (blocks.last_t, blocks._active, blocks._expires, sorted(blocks._ends), blocks._seq) == \
         (one.last_t, one._active, one._expires, sorted(one._ends), one._seq)
+
+
+@pytest.mark.parametrize("kind", ["range", "knn", "topk", "pub"])
+def test_a_block_of_one_line_without_a_field_is_what_the_line_is(kind):
+    """A block of one record has no second value to compare a missing one with (``min`` of
+    one UNSET is no error): each field dropped in turn, in a block of one and of two."""
+    base = _record(kind, "s1", 0, ["a"], "")
+    for field in base:
+        rec = json.dumps({k: v for k, v in base.items() if k != field}).encode()
+        _same_by_blocks("none", [rec], [1])
+        _same_by_blocks("none", [rec, rec.replace(b'"s1"', b'"s2"')], [2])
+    for edit in ("weights", "no_alpha", "alpha_hi", "expires", "some"):  # each alone, and after a clean one
+        odd = json.dumps(_record(kind, "s1", 0, ["a", "b"], edit)).encode()
+        _same_by_blocks("time:3", [odd], [1])
+        _same_by_blocks("time:3", [json.dumps(_record(kind, "s0", 0, ["a"], "")).encode(), odd], [2])
 
 
 def test_the_block_path_takes_whole_blocks_by_columns():

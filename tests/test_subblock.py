@@ -159,6 +159,8 @@ def _line(kind: str, ident: str, t: int, draw) -> bytes:
             rec["rect"] = [x - w, y - h, x + w, y + h]
         else:
             rec.update(x=x, y=y, k=draw.randint(1, 4))
+            if kind == "topk":
+                rec["alpha"] = draw.choice([0.0, 0.3, 1.0, draw.random()])
         m = draw.choice([None, "all", "any"])
         if m is not None:
             rec["match"] = m
@@ -195,7 +197,7 @@ def _batches(gate: Gate, lines: list, cuts: list[int], batch_size: int) -> list[
 
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(["none", "count:6", "time:4"]),
-       st.lists(st.tuples(st.sampled_from(["range", "range", "knn", "knn", "pub", "unsub"]), st.integers(1, 30),
+       st.lists(st.tuples(st.sampled_from(["range", "range", "knn", "knn", "topk", "pub", "unsub"]), st.integers(1, 30),
                           st.sampled_from([0, 0, 1, 2])), min_size=1, max_size=8),
        st.lists(st.integers(1, 50), min_size=1, max_size=5), st.integers(1, 40), st.randoms(use_true_random=False),
        st.booleans())
@@ -281,12 +283,13 @@ def test_the_gate_judges_subscriptions_with_ends_by_columns():
 
 def test_the_gate_hands_subscriptions_and_objects_on_as_columns():
     """Else the test above could not tell the two paths apart."""
-    lines = [_line(kind, f"{kind}{i}", 0, __import__("random").Random(i)) for kind in ("range", "knn", "pub")
+    lines = [_line(kind, f"{kind}{i}", 0, __import__("random").Random(i)) for kind in ("range", "knn", "topk", "pub")
              for i in range(30)]
     g = Gate("none")
     assert type(g.admit_block(1, b"\n".join(lines[:30]), 30)) is SubBlock
     assert type(g.admit_block(31, b"\n".join(lines[30:60]), 30)) is SubBlock
-    assert type(g.admit_block(61, b"\n".join(lines[60:]), 30)) is PubBlock
+    assert type(g.admit_block(61, b"\n".join(lines[60:90]), 30)) is SubBlock
+    assert type(g.admit_block(91, b"\n".join(lines[90:]), 30)) is PubBlock
 
 
 def test_a_pub_block_is_its_events():

@@ -289,6 +289,7 @@ def _weights(rec: dict, kws: tuple[str, ...]) -> tuple[float, ...] | None:
 _OP, _ID, _T, _KIND = attrgetter("op"), attrgetter("id"), attrgetter("t"), attrgetter("kind")
 _X, _Y, _K, _RECT = attrgetter("x"), attrgetter("y"), attrgetter("k"), attrgetter("rect")
 _KEYWORDS, _MATCH, _EXPIRES = attrgetter("keywords"), attrgetter("match"), attrgetter("expires")
+_ALPHA, _WEIGHTS = attrgetter("alpha"), attrgetter("weights")
 _UNSET_ONLY = {UNSET}
 _MATCH_ALL_RANGE = {UNSET: True, "all": True, "any": False}  # a range sub matches all by default
 _MATCH_ALL_KNN = {UNSET: False, "all": True, "any": False}  # a kNN one any
@@ -529,14 +530,20 @@ class Gate:
                     match_all = list(map(_MATCH_ALL_RANGE.__getitem__, map(_MATCH, recs)))
                     out = SubBlock(seq=seqs, id=ids, t=ts, kind=[RANGE] * len(ids), keywords=kw_col,
                                    match_all=match_all, rect=rects, expires=exps)
-                elif kind == KNN:
+                elif kind == KNN or kind == TOPK:
                     xs, ys, ks = list(map(_X, recs)), list(map(_Y, recs)), list(map(_K, recs))
-                    min(ks)  # an UNSET k (the decoder has held the others to 1..MAX_K)
-                    if not _inside(space, xs, ys):
+                    if UNSET in ks or not _inside(space, xs, ys):  # (the decoder held those given to 1..MAX_K)
                         return None
-                    match_all = list(map(_MATCH_ALL_KNN.__getitem__, map(_MATCH, recs)))
-                    out = SubBlock(seq=seqs, id=ids, t=ts, kind=[KNN] * len(ids), keywords=kw_col,
-                                   match_all=match_all, x=xs, y=ys, k=ks, expires=exps)
+                    if kind == KNN:
+                        match_all = list(map(_MATCH_ALL_KNN.__getitem__, map(_MATCH, recs)))
+                        out = SubBlock(seq=seqs, id=ids, t=ts, kind=[KNN] * len(ids), keywords=kw_col,
+                                       match_all=match_all, x=xs, y=ys, k=ks, expires=exps)
+                    else:  # top-k: its match is not read; weights go event by event
+                        alphas = list(map(_ALPHA, recs))  # (the decoder held those given to [0, 1])
+                        if UNSET in alphas or any(w is not UNSET for w in map(_WEIGHTS, recs)):
+                            return None
+                        out = SubBlock(seq=seqs, id=ids, t=ts, kind=[TOPK] * len(ids), keywords=kw_col,
+                                       match_all=[False] * len(ids), x=xs, y=ys, k=ks, alpha=alphas, expires=exps)
                 else:
                     return None
                 if not self._claim(ids):

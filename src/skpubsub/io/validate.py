@@ -472,8 +472,9 @@ class Gate:
                 for line, raw, rec in zip(count(first), lines, recs)]
 
     def _columns(self, first: int, recs: list) -> SubBlock | PubBlock | None:
-        """The events of a block of decoded records when the block is one op (``pub``) or one
-        kind of ``sub`` (``range``, ``knn``) and every record passes, judged by columns; None
+        """The events of a block of decoded records when the block is one op (``pub``, none
+        with an expiry) or one kind of ``sub`` (``range``, ``knn``, ``topk`` without weights;
+        their ends, if any, past the block) and every record passes, judged by columns; None
         (and nothing changed) when any record needs a closer look. Subscriptions are handed
         on as their columns (a :class:`SubBlock`, no ``Sub`` a record), objects likewise (a
         :class:`PubBlock`). Each test is the one

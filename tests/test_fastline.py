@@ -185,6 +185,8 @@ def _record(kind: str, ident, t, words, edit: str) -> dict:
         rec["match"] = edit
     elif edit == "expires":
         rec["expires"] = t + 2
+    elif edit == "expires_now":  # not after its own time
+        rec["expires"] = t
     elif edit == "huge":
         rec["t"] = 10**400
     elif edit == "k0":
@@ -198,7 +200,7 @@ def _record(kind: str, ident, t, words, edit: str) -> dict:
 
 EDITS = ["", "", "", "", "drop", "text", "inverted", "inverted_y", "far", "far_x", "far_y", "far_y2", "edge",
          "no_y", "no_k", "kw_dup", "kw_odd", "all", "any", "some", "expires", "huge", "k0", "int_id", "float_t",
-         "junk", "long", "no_alpha", "alpha_hi", "weights"]
+         "junk", "long", "no_alpha", "alpha_hi", "weights", "expires", "expires_now"]
 
 
 @settings(max_examples=300, deadline=None)

@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 from skpubsub.io.events import BLOCKS, Pub, PubBlock, Sub, SubBlock, events_of
 from skpubsub.io.validate import Gate
 from skpubsub.runtime.engines import make_engine
-from skpubsub.store.subscriptions import SubTable
+from skpubsub.store.subscriptions import SubTable, any_given
 
 
 def _mixed(n: int, seed: int) -> list[Sub]:
@@ -143,13 +143,16 @@ def test_slot_of_enters_the_blocks_ids_when_read():
 
 # -- the engine given the Gate's blocks ------------------------------------------------------
 
-def _line(kind: str, ident: str, t: int, draw) -> bytes:
-    """One event line of ``kind``, its values drawn (``draw``: a random.Random)."""
+def _line(kind: str, ident: str, t: int, draw, ends: bool = False) -> bytes:
+    """One event line of ``kind``, its values drawn (``draw``: a random.Random; ``ends``: some
+    objects with an expiry of their own)."""
     words = ["a", "b", "c", "de", "mx", "q"]
     kws = draw.sample(words, draw.randint(1, 3))
     x, y = draw.uniform(-20, 20), draw.uniform(-20, 20)
     if kind == "pub":
         rec = {"op": "pub", "id": ident, "t": t, "x": x, "y": y, "keywords": kws}
+        if ends and draw.random() < 0.4:  # an object with its own expiry (time windows only)
+            rec["expires"] = t + draw.choice([1, 2, 5, 0.5])
     elif kind == "unsub":
         rec = {"op": "unsub", "id": ident, "t": t}
     else:
@@ -219,7 +222,7 @@ def test_an_engine_given_the_gates_blocks_equals_one_by_one_and_the_reference(wi
                 ident = f"{kind[0]}{serial}"
                 if kind != "pub":
                     live.append(ident)
-            lines.append(_line(kind, ident, t, rnd))
+            lines.append(_line(kind, ident, t, rnd, window.startswith("time")))
     if not lines:
         return
     batches = _batches(Gate(window, coded=coded), lines, cuts, batch_size)
@@ -290,6 +293,9 @@ def test_the_gate_hands_subscriptions_and_objects_on_as_columns():
     assert type(g.admit_block(31, b"\n".join(lines[30:60]), 30)) is SubBlock
     assert type(g.admit_block(61, b"\n".join(lines[60:90]), 30)) is SubBlock
     assert type(g.admit_block(91, b"\n".join(lines[90:]), 30)) is PubBlock
+    timed = [_line("pub", f"p{i}", 0, __import__("random").Random(i), True) for i in range(60)]
+    g = Gate("time:5")
+    assert type(b := g.admit_block(1, b"\n".join(timed), 60)) is PubBlock and any_given(b.expires)
 
 
 def test_a_pub_block_is_its_events():

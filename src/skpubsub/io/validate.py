@@ -295,14 +295,15 @@ _MATCH_ALL_RANGE = {UNSET: True, "all": True, "any": False}  # a range sub match
 _MATCH_ALL_KNN = {UNSET: False, "all": True, "any": False}  # a kNN one any
 
 
-def _past(exps: list, last: int | float) -> list | None:
-    """A block's ``expires`` column (None where unset) when every one set is past the block's
-    last time ``last`` (so none ends within the block, and each is after its own ``t``:
-    ``fastline.event``'s test), else None (the block goes event by event)."""
+def _past(exps: list, ts: list, whole: bool) -> list | None:
+    """A block's ``expires`` column (None where unset) when every one set is after its own
+    time (``fastline.event``'s test) or, ``whole``, after the block's last (so that no
+    subscription ends within the block), else None (the block goes event by event)."""
     out = [None if e is UNSET else e for e in exps]
     given = [e for e in out if e is not None]
+    after = repeat(ts[-1]) if whole else [t for t, e in zip(ts, out) if e is not None]
     try:
-        if not all(map(gt, given, repeat(last))):
+        if not all(map(gt, given, after)):
             return None
         float(max(given))  # past float range: fastline.event's OverflowError (the others lie below)
     except (OverflowError, TypeError):
@@ -472,9 +473,9 @@ class Gate:
                 for line, raw, rec in zip(count(first), lines, recs)]
 
     def _columns(self, first: int, recs: list) -> SubBlock | PubBlock | None:
-        """The events of a block of decoded records when the block is one op (``pub``, none
-        with an expiry) or one kind of ``sub`` (``range``, ``knn``, ``topk`` without weights;
-        their ends, if any, past the block) and every record passes, judged by columns; None
+        """The events of a block of decoded records when the block is one op (``pub``) or one
+        kind of ``sub`` (``range``, ``knn``, ``topk`` without weights; their ends, if any,
+        past the block) and every record passes, judged by columns; None
         (and nothing changed) when any record needs a closer look. Subscriptions are handed
         on as their columns (a :class:`SubBlock`, no ``Sub`` a record), objects likewise (a
         :class:`PubBlock`). Each test is the one
@@ -486,7 +487,7 @@ class Gate:
         op = ops.pop()
         exps = list(map(_EXPIRES, recs))
         timed = set(exps) != _UNSET_ONLY
-        if op == "unsub" or timed and op != "sub":  # (objects with an expiry: event by event)
+        if op == "unsub" or timed and op == "pub" and self.window.kind != "time":  # the line path says why
             return None
         ts = list(map(_T, recs))
         last = self.last_t
@@ -499,7 +500,7 @@ class Gate:
         ends = self._ends
         if ends and ends[0][0] <= ts[-1]:  # an expiry falls in the block: event by event
             return None
-        exps = _past(exps, ts[-1]) if timed else None
+        exps = _past(exps, ts, op == "sub") if timed else None
         if timed and exps is None:
             return None
         kws = list(map(_KEYWORDS, recs))
@@ -516,7 +517,7 @@ class Gate:
                 xs, ys = list(map(_X, recs)), list(map(_Y, recs))
                 if not _inside(space, xs, ys):
                     return None
-                out = PubBlock(seq=seqs, id=ids, t=ts, x=xs, y=ys, keywords=kws)
+                out = PubBlock(seq=seqs, id=ids, t=ts, x=xs, y=ys, keywords=kws, expires=exps)
                 label = "pub"
             else:
                 kinds = set(map(_KIND, recs))

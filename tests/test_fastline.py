@@ -238,10 +238,10 @@ def test_a_block_gives_what_line_by_line_gives(window, runs, cuts, rnd):
     _same_by_blocks(window, lines, cuts)
 
 
-def _same_by_blocks(window: str, lines: list, cuts: list[int], joined: int = 1) -> None:
+def _same_by_blocks(window: str, lines: list, cuts: list[int], joined: int = 1, coded: bool = False) -> None:
     one = Gate(window)
     by_line = [repr(one.admit_line(raw, i)) for i, raw in enumerate(lines, 1)]
-    blocks = Gate(window)
+    blocks = Gate(window, coded=coded)
     by_block: list[str] = []
     start, cut = 0, itertools.cycle(cuts)
     while start < len(lines):
@@ -270,6 +270,26 @@ def test_a_block_of_one_line_without_a_field_is_what_the_line_is(kind):
         odd = json.dumps(_record(kind, "s1", 0, ["a", "b"], edit)).encode()
         _same_by_blocks("time:3", [odd], [1])
         _same_by_blocks("time:3", [json.dumps(_record(kind, "s0", 0, ["a"], "")).encode(), odd], [2])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["range", "knn", "topk", "unsub", "pub"]), st.integers(1, 25),
+                          st.integers(0, 3), st.sampled_from([None, 1, 3, 6, 0, 10 ** 400])), min_size=1, max_size=10),
+       st.lists(st.integers(1, 40), min_size=1, max_size=4), st.booleans(), st.randoms(use_true_random=False))
+def test_subscription_ends_by_blocks_are_what_line_by_line_gives(runs, cuts, coded, rnd):
+    """Subscriptions with an ``expires`` judged by columns (``Gate._columns``): the same events
+    and rejections as line by line, and the same ids and ends kept, while ids end, are
+    unsubscribed, come back and collide (runs of one kind over 60 ids), and expiries fall
+    before, within and after the blocks, or are not after their own time, or past float range."""
+    lines, t = [], 0
+    for kind, n, step, after in runs:
+        t += step
+        for _ in range(n):
+            rec = _record(kind, f"s{rnd.randrange(60)}", t, rnd.sample(WORDS[:7], rnd.randint(1, 3)), "")
+            if kind not in ("unsub", "pub") and after is not None and rnd.random() < 0.8:
+                rec["expires"] = after if after > 10 ** 300 else t + after
+            lines.append(json.dumps(rec).encode())
+    _same_by_blocks("time:4", lines, cuts, coded=coded)
 
 
 def test_the_block_path_takes_whole_blocks_by_columns():

@@ -241,38 +241,6 @@ def test_an_engine_given_the_gates_blocks_equals_one_by_one_and_the_reference(wi
     many._check()
 
 
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["range", "knn", "unsub", "pub"]), st.integers(1, 25), st.integers(0, 3),
-                          st.sampled_from([None, 1, 3, 6, 0, 10 ** 400])), min_size=1, max_size=10),
-       st.lists(st.integers(1, 40), min_size=1, max_size=4), st.booleans(), st.randoms(use_true_random=False))
-def test_the_gates_blocks_keep_subscription_ends_as_line_by_line(runs, cuts, coded, rnd):
-    """Subscriptions with an ``expires`` judged by columns (``Gate._columns``): the same events
-    and rejections as line by line, while ids end, are unsubscribed, come back and collide
-    (runs of one kind over 60 ids), and expiries fall before, within and after the blocks,
-    or are not after their own time, or past float range."""
-    lines, t = [], 0
-    for kind, n, step, after in runs:
-        t += step
-        for _ in range(n):
-            ident = f"s{rnd.randrange(60)}"
-            if kind == "unsub":
-                line = {"op": "unsub", "id": ident, "t": t}
-            else:
-                line = json.loads(_line(kind, ident, t, rnd))
-                if kind != "pub" and after is not None and rnd.random() < 0.8:
-                    line["expires"] = after if after > 10 ** 300 else t + after
-            lines.append(json.dumps(line).encode())
-    by_block, start, i = Gate("time:4", coded=coded), 0, 0
-    blocked = []
-    while start < len(lines):
-        end = min(len(lines), start + cuts[i % len(cuts)])
-        i += 1
-        blocked.extend(by_block.admit_block(start + 1, b"\n".join(lines[start:end]), end - start))
-        start = end
-    by_line = Gate("time:4")
-    assert list(map(repr, blocked)) == [repr(by_line.admit_line(raw, i)) for i, raw in enumerate(lines, 1)]
-
-
 def test_the_gate_judges_subscriptions_with_ends_by_columns():
     """Else the test above could not tell the two paths apart."""
     lines = [json.dumps({**json.loads(_line(kind, f"{kind}{i}", 0, __import__("random").Random(i))), "expires": 5 + i})

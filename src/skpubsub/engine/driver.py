@@ -215,12 +215,9 @@ def leave_due(eng, t, gone: list[int], out: NoteBatch, skip: int = -1, tags: Tag
     done, _, dead = _kernel(eng, run, (t,), out, tags, 0, skip)
     if done:
         eng.stats["leave_steps"] += 1
-        for o in dead:
-            eng.alive.remove(o, eng.objs.keywords(o).tolist())
-        eng.forget(dead)
-        eng.stats["expiry_seconds"] += time.perf_counter() - start
-    else:  # a holder not found through the index (never expected): the plain path
-        eng.stats["expiry_seconds"] += time.perf_counter() - start
+        _left(eng, dead)
+    eng.stats["expiry_seconds"] += time.perf_counter() - start
+    if not done:  # a holder not found through the index (never expected): the plain path
         eng._expire_objects(gone)
 
 
@@ -289,8 +286,9 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
         left = d_all[(rows.r[:n] == 0) & (d_all >= 0)]  # pushed past k: out of a buffer of k
         if len(left):
             eng.forget(left.tolist())
-        if skip >= 0 and (rows.s[:n] == skip).any():  # its event unsubscribes it: no notification
-            rows = L.Rows(*(col[:n][rows.s[:n] != skip] for col in rows))
+        keep = rows.s[:n] != skip if skip >= 0 else None  # its event unsubscribes ``skip``: no notification
+        if keep is not None and not keep.all():
+            rows = L.Rows(*(col[:n][keep] for col in rows))
             n = len(rows.s)
     if n:
         ordered = L.rows(n)
@@ -333,9 +331,15 @@ def _sync(eng, seg: Seg, plan: RunPlan, dead: list[int], done: int) -> None:
         eng.clock.commit(plan, list(seg.seqs), slots, seg.exps, done)
     elif eng.window.retains:
         eng.clock.commit(plan, None, slots, None, done)
-    if w.retains:  # the kernel posted the pubs it applied as alive
+    _left(eng, dead)
+    eng.forget(slots[:done])
+    eng.free_unreferenced()
+
+
+def _left(eng, dead: list[int]) -> None:
+    """Objects the kernel took out of the window: out of the alive postings (where the kernel
+    posted them, under a window that retains objects), and forgotten."""
+    if eng.window.retains:
         for o in dead:
             eng.alive.remove(o, eng.objs.keywords(o).tolist())
     eng.forget(dead)
-    eng.forget(slots[:done])
-    eng.free_unreferenced()

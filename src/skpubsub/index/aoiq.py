@@ -328,7 +328,7 @@ class AOIQIndex(CompiledGrid):
 
     def _cost_stale(self) -> bool:
         at = self._cost_at
-        return self._cost_now is None or at < 0 or self.objects - at >= max(1, at // 8)
+        return at < 0 or self.objects - at >= max(1, at // 8)  # (at < 0: none made)
 
     # A lone subscription: the grid's insert (``placing.place_slot``) assigns its pair first
     # (Algorithm 1, ``pairs.assign_many``) in the same compiled call; its delete leaves the

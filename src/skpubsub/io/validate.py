@@ -550,11 +550,10 @@ class Gate:
                     return None
                 if not self._claim(ids):
                     return None
-                if exps is not None:  # as ``_accept`` keeps them: when each id ends
+                if exps is not None:
                     for ident, e, q in zip(ids, exps, seqs):
                         if e is not None:
-                            self._expires[ident] = (e, q)
-                            heapq.heappush(ends, (e, q, ident))
+                            self._ends_at(ident, e, q)
                 label = op_label("sub", kind)
         except TypeError:
             return None
@@ -628,6 +627,12 @@ class Gate:
         if isinstance(ev, Unsub) and not self._is_active(ev.id, t):
             raise Invalid(f"unknown unsub id: {ev.id!r} is not an active subscription")
 
+    def _ends_at(self, ident: Any, expires: int | float, seq: int) -> None:
+        """Subscription ``ident`` (registered at ``seq``) ends at ``expires``: its id is freed
+        once time passes it (``_accept``)."""
+        self._expires[ident] = (expires, seq)
+        heapq.heappush(self._ends, (expires, seq, ident))
+
     def _accept(self, ev: Event) -> None:
         t = ev.t
         self.last_t = t
@@ -643,8 +648,7 @@ class Gate:
             expires = ev.expires  # type: ignore[union-attr]
             self._active[ev.id] = None
             if expires is not None:
-                self._expires[ev.id] = (expires, ev.seq)
-                heapq.heappush(ends, (expires, ev.seq, ev.id))
+                self._ends_at(ev.id, expires, ev.seq)
             elif self._expires:
                 self._expires.pop(ev.id, None)  # an id that ended by expiry, reused without one
         elif cls is Unsub:

@@ -378,9 +378,8 @@ class Gate:
         self.lexicon: Lexicon | None = Lexicon() if coded else None
         self.space = space or Space()
         self.last_t: int | float | None = None
-        # The active sub ids, as an ordered set (a dict of None: ``_columns`` takes a block's ids
-        # back off its end); one insertion an id admitted, one deletion an id that ends.
-        self._active: dict[Any, None] = {}
+        # The active sub ids: one insertion an id admitted, one deletion an id that ends.
+        self._active: set[Any] = set()
         # sub id -> (expires as given, its seq), for those with one (the seq tells the heap's
         # entry of an ended registration from a reuse of its id)
         self._expires: dict[Any, tuple[int | float, int]] = {}
@@ -573,17 +572,16 @@ class Gate:
     def _claim(self, ids: list) -> bool:
         """Make a block's ids active if none is active (or ended, but not yet forgotten) and
         none comes twice; else change nothing and say False (the block goes event by event,
-        which names the id). One insertion an id into the large ``_active``, no test before
-        it (an ``isdisjoint`` cost as much again): the dict grows by fewer than the ids
-        exactly when one was there or came twice, and its new keys are then its last
-        ``grown`` ones (insertion order), taken back off the end."""
+        which names the id). A set's C loops, each about twice as fast as a dict's: the
+        test, then the insertion, which grows the set by fewer than the ids exactly when
+        one came twice (then all of them, new before, are taken out again)."""
         active = self._active
+        if not active.isdisjoint(ids):
+            return False
         size = len(active)
-        active.update(zip(ids, repeat(None)))
-        grown = len(active) - size
-        if grown != len(ids):
-            for ident in list(islice(reversed(active), grown)):
-                del active[ident]
+        active.update(ids)
+        if len(active) - size != len(ids):
+            active.difference_update(ids)
             return False
         return True
 
@@ -641,16 +639,16 @@ class Gate:
             _, seq, ident = heapq.heappop(ends)
             end = self._expires.get(ident)
             if end is not None and end[1] == seq:  # not unsubscribed, nor reused since
-                del self._active[ident]
+                self._active.remove(ident)
                 del self._expires[ident]
         cls = type(ev)
         if cls is Sub:
             expires = ev.expires  # type: ignore[union-attr]
-            self._active[ev.id] = None
+            self._active.add(ev.id)
             if expires is not None:
                 self._ends_at(ev.id, expires, ev.seq)
             elif self._expires:
                 self._expires.pop(ev.id, None)  # an id that ended by expiry, reused without one
         elif cls is Unsub:
-            del self._active[ev.id]
+            self._active.remove(ev.id)
             self._expires.pop(ev.id, None)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 import signal
+import threading
+from multiprocessing.reduction import ForkingPickler
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +26,10 @@ from ..io.lexicon import Lexicon, Words
 from ..io.lines import stream_blocks
 from ..io.validate import Gate
 
+_dumps = ForkingPickler.dumps  # as ``Connection.send`` pickles
+
 APART = 4 << 20  # bytes of input from which a second process reads (below, its start costs more than it saves)
+AHEAD = 16  # messages the reading process keeps ready beyond the pipe's (io/NOTES.md, "Reading in a second process")
 
 
 def judged(path: Path, window: Window, space: Space, apart: bool | None = None) -> Iterator[tuple]:
@@ -107,27 +113,49 @@ def _received(recv, child, path: Path) -> Iterator[tuple]:
 def _child(send, path: Path, window: Window, space: Space) -> None:
     """The reading process. Ctrl-C reaches the whole process group, and the run answers it
     (one line, exit 130; SPEC 7): ignored here. SIGTERM kills it (the run's ``terminate``),
-    without the run's handler. It ends at the input's end or when the run closes the pipe."""
+    without the run's handler. It ends at the input's end or when the run closes the pipe.
+
+    Each message is pickled here and written by a second thread, up to ``AHEAD`` of them
+    queued: while the run is in a long engine call and the pipe is full, the Gate goes on
+    with the next blocks instead of waiting in ``send`` (the write releases the GIL)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    ready: queue.Queue = queue.Queue(AHEAD)
+    gone = threading.Event()  # the run closed the pipe
+
+    def write() -> None:
+        while (buf := ready.get()) is not None:
+            try:
+                send.send_bytes(buf)
+            except (EOFError, OSError):
+                gone.set()
+                return
+
+    def put(buf) -> bool:  # False once the run is gone
+        while not gone.is_set():
+            try:
+                ready.put(buf, timeout=0.1)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
     try:
-        try:
-            for out, label, pos in _here(path, window, space):
-                send.send((out, label, pos) + _lexicon_news(out))
-            last: BaseException | None = None
-        except (EOFError, BrokenPipeError):
-            return  # the run is gone
-        except Exception as exc:  # raised in the run as it would be here
-            last = exc
-        try:
-            send.send(last)
-        except (EOFError, BrokenPipeError):
-            raise
-        except Exception:  # an exception that does not pickle: its line
-            send.send(RunFailure(f"{type(last).__name__}: {last}"))
-    except (EOFError, BrokenPipeError):
-        pass
+        for out, label, pos in _here(path, window, space):
+            if not put(_dumps((out, label, pos) + _lexicon_news(out))):
+                return
+        last: BaseException | None = None
+    except Exception as exc:  # raised in the run as it would be here
+        last = exc
+    try:
+        buf = _dumps(last)
+    except Exception:  # an exception that does not pickle: its line
+        buf = _dumps(RunFailure(f"{type(last).__name__}: {last}"))
+    if put(buf) and put(None):
+        writer.join()
 
 
 def _lexicon_news(out) -> tuple[int, list[str] | None]:

@@ -25,6 +25,7 @@ from ..core.vocab import Vocabulary
 from ..index.registry import check_parameters, make_index
 from ..io.events import RANGE, Event, Pub, PubBlock, Sub, SubBlock, Unsub, events_of
 from ..io.lexicon import Words
+from ..io.notewriter import Results
 from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import remove
 from ..results.refill import POOL, refill_of
@@ -646,14 +647,20 @@ class Engine:
 
     def all_results(self) -> list[tuple[Any, list[Any]]]:
         """(id, result ids) of every active kNN/top-k subscription, in registration order."""
+        return self.result_columns().pairs()
+
+    def result_columns(self) -> Results:
+        """``all_results`` as columns (``notewriter.Results``: each object id once)."""
         self.flush()
         c = self.subs.cols
         slots = np.flatnonzero(c.active[: c.top] & (c.kind[: c.top] != K_RANGE))
         slots = slots[np.argsort(c.seq[slots])]
         n = np.minimum(c.res_n[slots], c.k[slots]).astype(np.int64)  # ``subs.result`` of each, at once
-        ids = self.objs.ids[self.subs.res.obj[segment_items(c.res_off[slots], n)[0]]].tolist()
-        ends = np.cumsum(n).tolist()
-        return [(sid, ids[e - m:e]) for sid, e, m in zip(self.subs.ids[slots].tolist(), ends, n.tolist())]
+        obj = self.subs.res.obj[segment_items(c.res_off[slots], n)[0]]
+        held = np.zeros(len(self.objs.ids), dtype=np.bool_)  # the objects held, by slot (no sort)
+        held[obj] = True
+        code = np.cumsum(held) - 1
+        return Results(self.subs.ids[slots].tolist(), n, code[obj], self.objs.ids[np.flatnonzero(held)].tolist())
 
     @property
     def nbytes(self) -> int:

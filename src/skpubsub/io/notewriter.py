@@ -1,5 +1,6 @@
 """The compiled notification writer: a run's notifications from columns to the bytes of
-``notifications.jsonl`` in one kernel pass, each distinct id and time encoded once.
+``notifications.jsonl`` in one kernel pass, each distinct id and time encoded once (and
+a run's ``results.jsonl`` likewise: ``results_block``).
 
 Per notification Python does nothing: the columns carry small integer codes (the
 subscription's and the objects' table slots, the pub's index in its run), NumPy finds
@@ -21,12 +22,30 @@ from .encode import json_value
 
 class Texts(NamedTuple):
     """Encoded values (``pool[off[c]:off[c + 1]]`` is value ``c``'s UTF-8) and the template
-    pieces (``pieces[p_off[i]:p_off[i + 1]]``): match line 0-3, change line 4-8, list 9-11."""
+    pieces (``pieces[p_off[i]:p_off[i + 1]]``): match line 0-3, change line 4-8, list 9-11,
+    result line 12-14 and its separator 15."""
 
     pool: np.ndarray
     off: np.ndarray
     pieces: np.ndarray
     p_off: np.ndarray
+
+
+class Results(NamedTuple):
+    """Every result of a run's end as columns (``Engine.result_columns``): subscription
+    ``sids[i]`` has the ``lens[i]`` objects ``objects[c]`` for the next ``c`` of ``codes``,
+    in rank order; the subscriptions in registration order, each object id once."""
+
+    sids: list
+    lens: np.ndarray
+    codes: np.ndarray
+    objects: list
+
+    def pairs(self) -> list[tuple]:
+        """(id, result ids) of each subscription, as ``all_results`` gives them."""
+        ids = [self.objects[c] for c in self.codes.tolist()]
+        ends = np.cumsum(self.lens).tolist()
+        return [(sid, ids[e - m:e]) for sid, e, m in zip(self.sids, ends, self.lens.tolist())]
 
 
 class Coded(NamedTuple):
@@ -44,11 +63,13 @@ class Coded(NamedTuple):
 
 def _pieces() -> tuple[np.ndarray, np.ndarray]:
     from .notifications import _CHANGE_LINE, _LIST_CLOSE, _LIST_OPEN, _LIST_SEP, _MATCH_LINE
+    from .sinks import RESULT_LINE, RESULT_SEP
 
     parts = [p.replace("%%", "%") for p in _MATCH_LINE.split("%s")]
     parts += [p.replace("%%", "%") for p in _CHANGE_LINE.split("%s")]
     parts += [_LIST_OPEN, _LIST_SEP, _LIST_CLOSE]
-    assert len(parts) == 12, parts
+    parts += [p.replace("%%", "%") for p in RESULT_LINE.split("%s")] + [RESULT_SEP]  # 12-14, 15
+    assert len(parts) == 16, parts
     data = [p.encode("utf-8") for p in parts]
     off = np.zeros(len(data) + 1, dtype=np.int64)
     off[1:] = np.cumsum([len(d) for d in data])
@@ -205,6 +226,36 @@ def write(cd, tx, out):
             n = _piece(out, n, tx, 7)
             n = _list(out, n, tx, cd.rem, cd.rem_off[j], cd.rem_off[j + 1])
             n = _piece(out, n, tx, 8)
+    return n
+
+
+def results_block(res: Results) -> np.ndarray:
+    """The bytes of ``results.jsonl`` (``sinks.result_line`` of each subscription), made by
+    one compiled pass from the ids encoded once each (``encoded``)."""
+    tx, (_, base) = texts_of([res.sids, res.objects])
+    n = len(res.sids)
+    vl, pl = np.diff(tx.off), np.diff(tx.p_off)
+    size = (int(vl[:n].sum()) + n * int(pl[12] + pl[13] + pl[14]) + int(vl[base + res.codes].sum())
+            + int(np.maximum(res.lens - 1, 0).sum()) * int(pl[15]))
+    out = np.empty(size, dtype=np.uint8)
+    _write_results(res.lens, res.codes, base, tx, out)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _write_results(lens, codes, base, tx, out):
+    n = 0
+    j = 0
+    for i in range(len(lens)):
+        n = _piece(out, n, tx, 12)
+        n = _value(out, n, tx, i)
+        n = _piece(out, n, tx, 13)
+        for e in range(lens[i]):
+            if e:
+                n = _piece(out, n, tx, 15)
+            n = _value(out, n, tx, base + codes[j])
+            j += 1
+        n = _piece(out, n, tx, 14)
     return n
 
 

@@ -36,6 +36,7 @@ from typing import Any, Iterable, Iterator
 
 from .encode import json_line, json_text, json_value
 from .events import Rejection
+from .notewriter import Results, results_block
 from .notifications import NoteBatch, NoteLines, Notes, note_lines
 
 __all__ = ["OUTPUTS", "RunWriter", "abort_open", "json_line", "json_text", "rejection_record", "result_line", "result_record"]
@@ -58,10 +59,13 @@ def result_record(sid: Any, ids: list[Any]) -> dict:
     return {"id": sid, "results": ids}
 
 
+RESULT_LINE, RESULT_SEP = '{"id":%s,"results":[%s]}\n', ","  # (``notewriter.results_block``'s pieces too)
+
+
 def result_line(sid: Any, ids: list[Any]) -> str:
     """``json_line(result_record(sid, ids))`` from the values' own encodings (what
     ``json.dumps`` writes for an id), without an encoder a line: 100,000 results took 0.5 s."""
-    return '{"id":%s,"results":[%s]}\n' % (json_value(sid), ",".join(map(json_value, ids)))
+    return RESULT_LINE % (json_value(sid), RESULT_SEP.join(map(json_value, ids)))
 
 
 BEHIND_MIN = 10_000  # notifications from which a batch is written on the writer thread
@@ -148,13 +152,17 @@ class RunWriter:
             return exc
         return type(exc)(exc.errno, exc.strerror, str(self.out / name))
 
-    def finish(self, results: Iterable[tuple[Any, list[Any]]], metrics: dict) -> None:
+    def finish(self, results: Iterable[tuple[Any, list[Any]]] | Results, metrics: dict) -> None:
         try:
             self._settle()
             self._stop()
             name = "results.jsonl"
-            with self._create(name) as f:
-                f.writelines(result_line(sid, ids) for sid, ids in results)
+            if isinstance(results, Results):  # a single engine's columns: one compiled pass
+                with self._create(name, binary=True) as f:
+                    f.write(results_block(results))
+            else:
+                with self._create(name) as f:
+                    f.writelines(result_line(sid, ids) for sid, ids in results)
             name = "metrics.json"
             with self._create(name) as f:
                 json.dump(metrics, f, indent=2)

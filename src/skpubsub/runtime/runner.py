@@ -37,7 +37,9 @@ class _Single:
         return apply(events) if apply is not None else self.engine.apply(events_of(events))
 
     def results(self):
-        return self.engine.all_results()
+        """As columns where the engine has them (the writer formats them in one pass)."""
+        columns = getattr(self.engine, "result_columns", None)
+        return columns() if columns is not None else self.engine.all_results()
 
 
 def active_subs(events: list) -> list[Sub]:

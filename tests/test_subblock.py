@@ -266,6 +266,33 @@ def test_the_gate_hands_subscriptions_and_objects_on_as_columns():
     assert type(b := g.admit_block(1, b"\n".join(timed), 60)) is PubBlock and any_given(b.expires)
 
 
+@pytest.mark.parametrize("coded", [False, True])
+def test_the_gate_takes_texts_and_words_to_normalise_by_columns(coded):
+    """Keywords a user writes as they come (capitals, a word twice, NFKC forms, white space)
+    and objects with a ``text`` are made by columns, each record's as ``fastline.event``
+    makes it: the block's events are those of the lines one by one. A record left without
+    a keyword sends its block line by line, which gives the reason."""
+    words = [["Pizza", "NYC"], ["pizza", "Pizza", "ﬁsh"], [" Straße ", "b"], ["É", "e\u0301"], ["a"]]
+    subs = [{"op": "sub", "id": f"s{i}", "t": 0, "keywords": words[i % 5],
+             **({"kind": "range", "rect": [0, 0, 2, 2]} if i % 3 == 0 else
+                {"kind": "knn", "x": 1, "y": 1, "k": 2} if i % 3 == 1 else
+                {"kind": "topk", "x": 1, "y": 1, "k": 2, "alpha": 0.5})} for i in range(60)]
+    pubs = [{"op": "pub", "id": f"o{i}", "t": 1, "x": 1, "y": 1,
+             **({"text": "Great PIZZA in N.Y.C.! ﬁsh & chips"} if i % 2 else {"keywords": words[i % 5]})}
+            for i in range(40)]
+    cases = [([r for r in subs if r["kind"] == kind], SubBlock) for kind in ("range", "knn", "topk")]
+    for recs, block in cases + [(pubs, PubBlock)]:
+        lines = [json.dumps(r, ensure_ascii=False).encode() for r in recs]
+        g, one = Gate("none", coded=coded), Gate("none")
+        out = g.admit_block(1, b"\n".join(lines), len(lines))
+        assert type(out) is block
+        assert list(out) == [one.admit_line(line, i + 1) for i, line in enumerate(lines)]
+    bad = [json.dumps(r).encode() for r in pubs[:5]] + [b'{"op":"pub","id":"q","t":1,"x":1,"y":1,"text":"!?"}']
+    g = Gate("none", coded=coded)
+    out = g.admit_block(1, b"\n".join(bad), len(bad))
+    assert type(out) is list and [type(e).__name__ for e in out] == ["Pub"] * 5 + ["Rejection"]
+
+
 def test_a_pub_block_is_its_events():
     """A ``PubBlock`` is, as a sequence, exactly its ``Pub`` events (with and without an
     ``expires`` column), and ``pub_columns`` of it is ``pub_columns`` of its events."""

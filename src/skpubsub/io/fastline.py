@@ -75,7 +75,9 @@ _STRICT = msgspec.json.Decoder(Strict)
 decode_strict, decode_strict_lines = _STRICT.decode, _STRICT.decode_lines
 
 
-def _keywords(r: Line) -> tuple[str, ...] | None:
+def keywords_of(r: Line) -> tuple[str, ...] | None:
+    """A record's keywords as its event has them (normalised, or split from ``text``), or
+    None when it has none (the validator rejects it)."""
     if r.keywords is not UNSET:
         out = normalise_keywords(r.keywords)
     elif r.text is not UNSET:
@@ -104,12 +106,12 @@ def event(r: Line, seq: int, window: Window, space: Space) -> Event | None:
             return None
         if expires is not None and window.kind != "time":
             return None
-        kws = _keywords(r)
+        kws = keywords_of(r)
         return None if kws is None else Pub(seq, r.id, t, x, y, kws, expires)
     if op != "sub":
         return None
     kind = r.kind
-    kws = _keywords(r)
+    kws = keywords_of(r)
     if kws is None:
         return None
     if kind == RANGE:

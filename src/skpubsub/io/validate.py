@@ -502,12 +502,18 @@ class Gate:
         exps = _past(exps, ts, op == "sub") if timed else None
         if timed and exps is None:
             return None
+        coded = self.lexicon is not None and op == "sub"  # a SubBlock's keywords numbered here
         kws = list(map(_KEYWORDS, recs))
-        if not all(kws):  # one without keywords (UNSET is false) or with none
-            return None
-        kw_col = self._coded(kws) if self.lexicon is not None and op == "sub" else kws  # numbered, if coded
-        if kw_col is None or kw_col is kws and not _normal_words(kws):  # (``_coded`` makes that test)
-            return None
+        kw_col = None
+        if all(kws):  # each record's keywords given, none empty (UNSET is false)
+            kw_col = self._coded(kws) if coded else kws if _normal_words(kws) else None  # (``_coded`` tests them)
+        if kw_col is None:  # words to normalise, or a text: as ``fastline.event`` makes them, a call a record
+            kws = list(map(fastline.keywords_of, recs))
+            if None in kws:  # one without any: the line path says why
+                return None
+            kw_col = self._coded(kws) if coded else kws
+            if kw_col is None:
+                return None
         ids = list(map(_ID, recs))
         seqs = range(first, first + len(recs))
         space = self.space

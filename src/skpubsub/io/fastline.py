@@ -11,6 +11,7 @@ slow path accepts, as the same events (tests/test_fastline.py holds it to that).
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Annotated, Literal, Union
 
 import msgspec
@@ -18,7 +19,7 @@ from msgspec import UNSET, UnsetType
 
 from ..core.config import Space, Window
 from .events import KNN, MAX_K, RANGE, TOPK, Event, Pub, Sub, Unsub
-from .keywords import normalise, normalise_keywords, split_text
+from .keywords import normalise, normalise_groups, normalise_keywords, split_text, split_texts
 
 
 
@@ -72,6 +73,7 @@ class Strict(msgspec.Struct, gc=False):
 
 
 _STRICT = msgspec.json.Decoder(Strict)
+_KEYWORDS, _TEXT = attrgetter("keywords"), attrgetter("text")
 decode_strict, decode_strict_lines = _STRICT.decode, _STRICT.decode_lines
 
 
@@ -85,6 +87,20 @@ def keywords_of(r: Line) -> tuple[str, ...] | None:
     else:
         return None
     return out or None
+
+
+def keywords_column(recs: list) -> list[tuple[str, ...]] | None:
+    """``keywords_of`` each record (all given keywords, or all a text, by block-wide string
+    operations: ``normalise_groups``, ``split_texts``), or None when one has none."""
+    kws = list(map(_KEYWORDS, recs))
+    if UNSET not in kws:
+        out = normalise_groups(kws)
+    else:
+        texts = list(map(_TEXT, recs))
+        out = split_texts(texts) if kws.count(UNSET) == len(kws) and UNSET not in texts else None
+        if out is None:  # some of each, or neither: a call a record
+            out = list(map(keywords_of, recs))
+    return None if () in out or None in out else out
 
 
 def event(r: Line, seq: int, window: Window, space: Space) -> Event | None:

@@ -507,9 +507,9 @@ class Gate:
         kw_col = None
         if all(kws):  # each record's keywords given, none empty (UNSET is false)
             kw_col = self._coded(kws) if coded else kws if _normal_words(kws) else None  # (``_coded`` tests them)
-        if kw_col is None:  # words to normalise, or a text: as ``fastline.event`` makes them, a call a record
-            kws = list(map(fastline.keywords_of, recs))
-            if None in kws:  # one without any: the line path says why
+        if kw_col is None:  # words to normalise, or a text: as ``fastline.event`` makes them
+            kws = fastline.keywords_column(recs)
+            if kws is None:  # one without any: the line path says why
                 return None
             kw_col = self._coded(kws) if coded else kws
             if kw_col is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Sequence
+from functools import partial
 from itertools import accumulate, chain
 from operator import methodcaller
 
@@ -52,48 +53,25 @@ def split_text(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in pieces if p))
 
 
-_SEP = "\x00"  # between the words or texts of a block: a stable code point (below)
+
+_SEP = "\x00"  # between a block's words (a word that holds it: a call a group)
+_NFKC = partial(unicodedata.normalize, "NFKC")  # (its quick check passes most words as they are)
 _NO_EMPTY = methodcaller("pop", "", None)
 
 
-def _by_block(texts: list[str]) -> list[str] | None:
-    """``NFKC(t).casefold()`` of each text, made by one call of each over the texts joined by
-    ``_SEP``, then split again; None when a text holds ``_SEP`` itself. Exact: U+0000 has
-    combining class 0, decomposes to itself and composes with nothing, so NFKC of the
-    joined texts is the texts' NFKC joined (normalisation is closed under concatenation at
-    such a code point), and case folding maps character by character."""
-    joined = _SEP.join(texts)
-    if joined.count(_SEP) != len(texts) - 1:
-        return None
-    return unicodedata.normalize("NFKC", joined).casefold().split(_SEP) if texts else []
-
-
-def _groups(words: list[str], lens: list[int]) -> list[tuple[str, ...]]:
-    """``words`` cut into groups of ``lens``, each without duplicates (first kept) or empty
-    words: C loops over the groups, no Python step a group."""
-    ends = list(accumulate(lens))
-    groups = list(map(dict.fromkeys, map(words.__getitem__, map(slice, chain((0,), ends), ends))))
-    for _ in map(_NO_EMPTY, groups):
-        pass
-    return list(map(tuple, groups))
-
-
 def normalise_groups(groups: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
-    """``normalise_keywords`` of each group of keywords, by block-wide string operations
-    (``_by_block``) instead of a call a word: a block of words a user wrote (capitals, NFKC
-    forms, white space) costs a few C passes over its letters."""
+    """``normalise_keywords`` of each group of keywords, by C loops over the block instead of
+    a call a word: NFKC word by word (the words already normal pass its quick check), case
+    folding (character by character) by one call over the words joined by U+0000 and split
+    again, the surrounding white space stripped; then each group's duplicates (first kept)
+    and empty words dropped by ``dict.fromkeys`` and a ``pop``."""
     words = list(chain.from_iterable(groups))
-    made = _by_block(words)
-    if made is None:
+    joined = _SEP.join(map(_NFKC, words))
+    if words and joined.count(_SEP) != len(words) - 1:  # a word holds U+0000
         return list(map(normalise_keywords, groups))
-    return _groups(list(map(str.strip, made)), list(map(len, groups)))
-
-
-def split_texts(texts: Sequence[str]) -> list[tuple[str, ...]]:
-    """``split_text`` of each text, by block-wide string operations (``_by_block``), the
-    splitting and the duplicates by C loops."""
-    made = _by_block(list(texts))
-    if made is None:
-        return list(map(split_text, texts))
-    pieces = list(map(_NON_WORD.split, made))
-    return _groups(list(chain.from_iterable(pieces)), list(map(len, pieces)))
+    made = list(map(str.strip, joined.casefold().split(_SEP))) if words else []
+    ends = list(accumulate(map(len, groups)))
+    out = list(map(dict.fromkeys, map(made.__getitem__, map(slice, chain((0,), ends), ends))))
+    for _ in map(_NO_EMPTY, out):
+        pass
+    return list(map(tuple, out))

@@ -334,6 +334,7 @@ def _one_object_a_line(buf: bytes, n: int) -> bool:
 
 
 _NORMAL: set[str] = set()  # keywords seen to be normal already (normalise(w) == w, not empty)
+_ODD: set[str] = set()  # and seen not to be (both bounded, like the keyword memo)
 
 
 def _plain(s: str) -> bool:
@@ -353,13 +354,17 @@ def _normal_words(kws: list[tuple[str, ...]]) -> bool:
     rest = list(filterfalse(str.isascii, words))
     plain = "".join(filter(str.isascii, words) if rest else words)
     if plain and not _plain(plain):
-        rest = words
+        if " " in plain or plain.lower() != plain:  # a capital or a space: the caller normalises
+            return False
+        rest = words  # (no letter at all, or a control character: word by word)
     if rest and not _NORMAL.issuperset(rest):
-        if len(_NORMAL) >= 1 << 18:  # bounded, like the keyword memo
-            _NORMAL.clear()
+        if not _ODD.isdisjoint(rest):  # a word seen not to be normal: the caller normalises
+            return False
+        for seen in (_NORMAL, _ODD):
+            if len(seen) >= 1 << 18:
+                seen.clear()
         for w in set(rest).difference(_NORMAL):
-            if normalise(w) == w:
-                _NORMAL.add(w)
+            (_NORMAL if normalise(w) == w else _ODD).add(w)
         if not _NORMAL.issuperset(rest):
             return False
     return sum(map(len, map(set, kws))) == len(words)

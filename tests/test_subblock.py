@@ -278,7 +278,8 @@ def test_the_gate_takes_texts_and_words_to_normalise_by_columns(coded):
                 {"kind": "knn", "x": 1, "y": 1, "k": 2} if i % 3 == 1 else
                 {"kind": "topk", "x": 1, "y": 1, "k": 2, "alpha": 0.5})} for i in range(60)]
     pubs = [{"op": "pub", "id": f"o{i}", "t": 1, "x": 1, "y": 1,
-             **({"text": "Great PIZZA in N.Y.C.! ﬁsh & chips"} if i % 2 else {"keywords": words[i % 5]})}
+             **({"text": ("Great PIZZA in N.Y.C.! ﬁsh & chips", "Great PIZZA_2 in N.Y.C.!")[i % 4 // 2]} if i % 2
+                else {"keywords": words[i % 5]})}
             for i in range(40)]
     cases = [([r for r in subs if r["kind"] == kind], SubBlock) for kind in ("range", "knn", "topk")]
     for recs, block in cases + [(pubs, PubBlock)]:

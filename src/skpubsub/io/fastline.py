@@ -19,7 +19,7 @@ from msgspec import UNSET, UnsetType
 
 from ..core.config import Space, Window
 from .events import KNN, MAX_K, RANGE, TOPK, Event, Pub, Sub, Unsub
-from .keywords import normalise, normalise_groups, normalise_keywords, split_text
+from .keywords import normalise, normalise_groups, normalise_keywords, split_text, split_texts
 
 
 
@@ -73,7 +73,7 @@ class Strict(msgspec.Struct, gc=False):
 
 
 _STRICT = msgspec.json.Decoder(Strict)
-_KEYWORDS = attrgetter("keywords")
+_KEYWORDS, _TEXT = attrgetter("keywords"), attrgetter("text")
 decode_strict, decode_strict_lines = _STRICT.decode, _STRICT.decode_lines
 
 
@@ -90,10 +90,17 @@ def keywords_of(r: Line) -> tuple[str, ...] | None:
 
 
 def keywords_column(recs: list) -> list[tuple[str, ...]] | None:
-    """``keywords_of`` each record (given keywords by block-wide string operations:
-    ``normalise_groups``; a text, a call a record), or None when one has none."""
+    """``keywords_of`` each record (all given keywords, or all a text, by block-wide string
+    operations: ``normalise_groups``, ``split_texts``), or None when one has none."""
     kws = list(map(_KEYWORDS, recs))
-    out = normalise_groups(kws) if UNSET not in kws else list(map(keywords_of, recs))
+    if UNSET not in kws:
+        out = normalise_groups(kws)
+    else:
+        texts = list(map(_TEXT, recs))
+        if kws.count(UNSET) == len(kws) and UNSET not in texts:
+            out = split_texts(texts)
+        else:  # some of each, or neither: a call a record
+            out = list(map(keywords_of, recs))
     return None if () in out or None in out else out
 
 

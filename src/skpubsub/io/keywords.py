@@ -6,7 +6,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from functools import partial
-from itertools import accumulate, chain
+from itertools import accumulate, chain, compress
 from operator import methodcaller
 
 _NON_WORD = re.compile(r"\W+")
@@ -75,3 +75,22 @@ def normalise_groups(groups: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
     for _ in map(_NO_EMPTY, out):
         pass
     return list(map(tuple, out))
+
+
+# ASCII's non-word characters (``\W`` there: all but letters, digits and ``_``) as spaces,
+# U+0000 kept (it parts the texts of a block)
+_ASCII_WORDS = {c: " " for c in range(1, 128) if not (chr(c).isalnum() or c == 95)}
+
+
+def split_texts(texts: Sequence[str]) -> list[tuple[str, ...]]:
+    """``split_text`` of each text; the ASCII ones (where NFKC changes nothing, case folding
+    is ``lower`` and ``\\W`` a fixed set) by C loops over the block: lowered, their non-word
+    characters made spaces, split on white space; the others a call each."""
+    plain = list(map(str.isascii, texts))
+    ascii_texts = list(compress(texts, plain))
+    joined = _SEP.join(ascii_texts)
+    if not ascii_texts or joined.count(_SEP) != len(ascii_texts) - 1:
+        return list(map(split_text, texts))
+    words = joined.lower().translate(_ASCII_WORDS).split(_SEP)
+    made = iter(map(tuple, map(dict.fromkeys, map(str.split, words))))
+    return [next(made) if p else split_text(t) for t, p in zip(texts, plain)]

@@ -282,7 +282,8 @@ def test_the_gate_takes_texts_and_words_to_normalise_by_columns(coded):
                 else {"keywords": words[i % 5]})}
             for i in range(40)]
     cases = [([r for r in subs if r["kind"] == kind], SubBlock) for kind in ("range", "knn", "topk")]
-    for recs, block in cases + [(pubs, PubBlock)]:
+    texts = [r for r in pubs if "text" in r]  # (a block of texts alone: split by blocks)
+    for recs, block in cases + [(pubs, PubBlock), (texts, PubBlock)]:
         lines = [json.dumps(r, ensure_ascii=False).encode() for r in recs]
         g, one = Gate("none", coded=coded), Gate("none")
         out = g.admit_block(1, b"\n".join(lines), len(lines))

@@ -53,8 +53,7 @@ def split_text(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in pieces if p))
 
 
-
-_SEP = "\x00"  # between a block's words (a word that holds it: a call a group)
+_SEP = "\x00"  # between a block's words or texts (one that holds it: a call each)
 _NFKC = partial(unicodedata.normalize, "NFKC")  # (its quick check passes most words as they are)
 _NO_EMPTY = methodcaller("pop", "", None)
 

@@ -242,7 +242,7 @@ def results_block(res: Results) -> np.ndarray:
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _write_results(lens, codes, base, tx, out):
     n = 0
     j = 0

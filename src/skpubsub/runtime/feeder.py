@@ -16,8 +16,8 @@ import os
 import queue
 import signal
 import threading
-from multiprocessing.reduction import ForkingPickler
 from collections.abc import Iterator
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 from ..core.config import Space, Window

@@ -276,7 +276,8 @@ def test_the_gate_takes_texts_and_words_to_normalise_by_columns(coded):
     subs = [{"op": "sub", "id": f"s{i}", "t": 0, "keywords": words[i % 5],
              **({"kind": "range", "rect": [0, 0, 2, 2]} if i % 3 == 0 else
                 {"kind": "knn", "x": 1, "y": 1, "k": 2} if i % 3 == 1 else
-                {"kind": "topk", "x": 1, "y": 1, "k": 2, "alpha": 0.5})} for i in range(60)]
+                {"kind": "topk", "x": 1, "y": 1, "k": 2, "alpha": 0.5,
+                 **({"weights": {"PIZZA": 3.0, "b": 0.5, "zz": 2}} if i % 4 == 2 else {})})} for i in range(60)]
     pubs = [{"op": "pub", "id": f"o{i}", "t": 1, "x": 1, "y": 1,
              **({"text": ("Great PIZZA in N.Y.C.! ﬁsh & chips", "Great PIZZA_2 in N.Y.C.!")[i % 4 // 2]} if i % 2
                 else {"keywords": words[i % 5]})}
@@ -289,10 +290,15 @@ def test_the_gate_takes_texts_and_words_to_normalise_by_columns(coded):
         out = g.admit_block(1, b"\n".join(lines), len(lines))
         assert type(out) is block
         assert list(out) == [one.admit_line(line, i + 1) for i, line in enumerate(lines)]
+    weighted = Gate("none").admit_block(1, b"\n".join(json.dumps(r).encode() for r in cases[2][0]), len(cases[2][0]))
+    assert sum(w is not None for w in weighted.weights) == 5  # top-k weights by columns too
     bad = [json.dumps(r).encode() for r in pubs[:5]] + [b'{"op":"pub","id":"q","t":1,"x":1,"y":1,"text":"!?"}']
     g = Gate("none", coded=coded)
     out = g.admit_block(1, b"\n".join(bad), len(bad))
     assert type(out) is list and [type(e).__name__ for e in out] == ["Pub"] * 5 + ["Rejection"]
+    topk = cases[2][0][:3] + [dict(cases[2][0][0], id="w", weights={"a": -1})]
+    out = Gate("none", coded=coded).admit_block(1, b"\n".join(json.dumps(r).encode() for r in topk), len(topk))
+    assert type(out) is list and "weight" in out[-1].error
 
 
 def test_a_pub_block_is_its_events():

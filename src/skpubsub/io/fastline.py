@@ -154,10 +154,18 @@ def event(r: Line, seq: int, window: Window, space: Space) -> Event | None:
         return None
     weights = None
     if r.weights is not UNSET:
-        given: dict[str, float] = {}
-        for key, w in r.weights.items():
-            if not w > 0:  # msgspec has already refused non-numbers and non-finite ones
-                return None
-            given[normalise(key)] = w
-        weights = tuple(given.get(w, 1.0) for w in kws)
+        weights = weights_of(r.weights, kws)
+        if weights is None:
+            return None
     return Sub(seq, r.id, t, TOPK, kws, x=x, y=y, k=k, alpha=alpha, weights=weights, expires=expires)
+
+
+def weights_of(given: dict[str, float], kws: tuple[str, ...]) -> tuple[float, ...] | None:
+    """A top-k record's weights (``given``, by keyword as written) aligned with its keywords
+    ``kws``, 1 where none is given; None when one is not positive (the validator says why)."""
+    by_word: dict[str, float] = {}
+    for key, w in given.items():
+        if not w > 0:  # msgspec has already refused non-numbers and non-finite ones
+            return None
+        by_word[normalise(key)] = w
+    return tuple(by_word.get(w, 1.0) for w in kws)

@@ -370,6 +370,16 @@ def _normal_words(kws: list[tuple[str, ...]]) -> bool:
     return sum(map(len, map(set, kws))) == len(words)
 
 
+def _weights_column(given: list, kws: list[tuple[str, ...]]) -> list | None | bool:
+    """A top-k block's weights column: None when no record gives any, else each record's
+    (``fastline.weights_of``, a call a record that gives them; None for the others); False
+    when one is not positive (the line path says why)."""
+    if given.count(UNSET) == len(given):
+        return None
+    out = [None if w is UNSET else fastline.weights_of(w, kw) for w, kw in zip(given, kws)]
+    return False if any(m is None and w is not UNSET for m, w in zip(out, given)) else out
+
+
 class Gate:
     """Admits events in stream order; see the module docstring.
 
@@ -550,12 +560,16 @@ class Gate:
                         match_all = list(map(_MATCH_ALL_KNN.__getitem__, map(_MATCH, recs)))
                         out = SubBlock(seq=seqs, id=ids, t=ts, kind=[KNN] * len(ids), keywords=kw_col,
                                        match_all=match_all, x=xs, y=ys, k=ks, expires=exps)
-                    else:  # top-k: its match is not read; weights go event by event
+                    else:  # top-k: its match is not read
                         alphas = list(map(_ALPHA, recs))  # (the decoder held those given to [0, 1])
-                        if UNSET in alphas or any(w is not UNSET for w in map(_WEIGHTS, recs)):
+                        if UNSET in alphas:
+                            return None
+                        weights = _weights_column(list(map(_WEIGHTS, recs)), kws)
+                        if weights is False:
                             return None
                         out = SubBlock(seq=seqs, id=ids, t=ts, kind=[TOPK] * len(ids), keywords=kw_col,
-                                       match_all=[False] * len(ids), x=xs, y=ys, k=ks, alpha=alphas, expires=exps)
+                                       match_all=[False] * len(ids), x=xs, y=ys, k=ks, alpha=alphas,
+                                       weights=weights, expires=exps)
                 else:
                     return None
                 if not self._claim(ids):

@@ -21,6 +21,7 @@ from ..io.encode import json_text
 from ..engine import snapshot
 from ..engine.messages import Adopt, Backfill, Drop, Export
 from ..io.events import Pub, Sub, Unsub
+from ..io.notewriter import results_block
 from ..io.sinks import rejection_record, result_record
 from .codec import END, encode_export, pack_notes
 from .sequencer import DRIVER
@@ -135,8 +136,13 @@ class WorkerState:
         return (self.worker, "stat", 0, 0, json_text(stat), None)
 
     def _results(self) -> list[tuple]:
-        return [(self.worker, "result", 0, self.subs[sid].seq, json_text(result_record(sid, ids)), None)
-                for sid, ids in self.engine.all_results()]
+        columns = getattr(self.engine, "result_columns", None)  # a compiled engine: its lines in one pass
+        if columns is None:
+            return [(self.worker, "result", 0, self.subs[sid].seq, json_text(result_record(sid, ids)), None)
+                    for sid, ids in self.engine.all_results()]
+        res = columns()
+        lines = bytes(results_block(res)).decode("utf-8").split("\n")  # (``result_line``'s, each)
+        return [(self.worker, "result", 0, self.subs[sid].seq, line, None) for sid, line in zip(res.sids, lines)]
 
 
 def driver_rows(entries: list[tuple]) -> list[tuple]:

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from functools import partial
-from itertools import accumulate, chain, compress
+from itertools import accumulate, chain
 from operator import methodcaller
 
 _NON_WORD = re.compile(r"\W+")
@@ -76,26 +76,23 @@ def normalise_groups(groups: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
     return list(map(tuple, out))
 
 
-# ASCII's non-word characters (``\W`` there: all but letters, digits and ``_``) as spaces,
-# U+0000 kept (it parts the texts of a block)
-_ASCII_WORDS = {c: " " for c in range(1, 128) if not (chr(c).isalnum() or c == 95)}
+# ASCII's non-word characters (``\W`` there: all but letters, digits and ``_``) as spaces
+_ASCII_WORDS = {c: " " for c in range(128) if not (chr(c).isalnum() or c == 95)}
 _NO_UNDERSCORE = methodcaller("replace", "_", "")
 
 
 def split_texts(texts: Sequence[str]) -> list[tuple[str, ...]]:
     """``split_text`` of each text, by C loops over the block: NFKC a text (its quick check),
-    one case fold over the texts joined by U+0000; the ASCII ones' non-word characters made
-    spaces (one ``translate`` over them joined: its fast path is ASCII's); each text split
-    on white space. Those pieces are ``\\W+``'s split exactly when every character left is a
-    word character (``isalnum``, the test ``\\w`` makes, or ``_``); a text with another
-    (punctuation outside ASCII, a symbol) is split by the regex, a call each."""
+    one case fold over the texts joined by U+0000; then each text's ASCII non-word
+    characters made spaces (one ``translate`` table) and the text split on white space.
+    Those pieces are ``\\W+``'s split exactly when every character left is a word character
+    (``isalnum``, the test ``\\w`` makes, or ``_``); a text with another (punctuation outside
+    ASCII, a symbol) is split by the regex, a call each."""
     folded = _SEP.join(map(_NFKC, texts))
-    if not texts or folded.count(_SEP) != len(texts) - 1:  # (a text that holds U+0000)
+    if texts and folded.count(_SEP) != len(texts) - 1:  # a text holds U+0000
         return list(map(split_text, texts))
-    made = folded.casefold().split(_SEP)
-    plain = list(map(str.isascii, made))
-    ascii_made = iter(_SEP.join(compress(made, plain)).translate(_ASCII_WORDS).split(_SEP))
-    pieces = [(next(ascii_made) if p else m).split() for m, p in zip(made, plain)]
+    made = folded.casefold().split(_SEP) if texts else []
+    pieces = list(map(str.split, map(methodcaller("translate", _ASCII_WORDS), made)))
     out = list(map(tuple, map(dict.fromkeys, pieces)))
     words = map(str.isalnum, map(_NO_UNDERSCORE, map("".join, pieces)))
     for i in [i for i, (w, p) in enumerate(zip(words, pieces)) if not w and p]:

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from functools import partial
-from itertools import accumulate, chain
+from itertools import accumulate, chain, compress
 from operator import methodcaller
 
 _NON_WORD = re.compile(r"\W+")
@@ -76,25 +76,20 @@ def normalise_groups(groups: Sequence[Sequence[str]]) -> list[tuple[str, ...]]:
     return list(map(tuple, out))
 
 
-# ASCII's non-word characters (``\W`` there: all but letters, digits and ``_``) as spaces
-_ASCII_WORDS = {c: " " for c in range(128) if not (chr(c).isalnum() or c == 95)}
-_NO_UNDERSCORE = methodcaller("replace", "_", "")
+# ASCII's non-word characters (``\W`` there: all but letters, digits and ``_``) as spaces,
+# U+0000 kept (it parts the texts of a block)
+_ASCII_WORDS = {c: " " for c in range(1, 128) if not (chr(c).isalnum() or c == 95)}
 
 
 def split_texts(texts: Sequence[str]) -> list[tuple[str, ...]]:
-    """``split_text`` of each text, by C loops over the block: NFKC a text (its quick check),
-    one case fold over the texts joined by U+0000; then each text's ASCII non-word
-    characters made spaces (one ``translate`` table) and the text split on white space.
-    Those pieces are ``\\W+``'s split exactly when every character left is a word character
-    (``isalnum``, the test ``\\w`` makes, or ``_``); a text with another (punctuation outside
-    ASCII, a symbol) is split by the regex, a call each."""
-    folded = _SEP.join(map(_NFKC, texts))
-    if texts and folded.count(_SEP) != len(texts) - 1:  # a text holds U+0000
+    """``split_text`` of each text; the ASCII ones (where NFKC changes nothing, case folding
+    is ``lower`` and ``\\W`` a fixed set) by C loops over the block: lowered, their non-word
+    characters made spaces, split on white space; the others a call each."""
+    plain = list(map(str.isascii, texts))
+    ascii_texts = list(compress(texts, plain))
+    joined = _SEP.join(ascii_texts)
+    if not ascii_texts or joined.count(_SEP) != len(ascii_texts) - 1:
         return list(map(split_text, texts))
-    made = folded.casefold().split(_SEP) if texts else []
-    pieces = list(map(str.split, map(methodcaller("translate", _ASCII_WORDS), made)))
-    out = list(map(tuple, map(dict.fromkeys, pieces)))
-    words = map(str.isalnum, map(_NO_UNDERSCORE, map("".join, pieces)))
-    for i in [i for i, (w, p) in enumerate(zip(words, pieces)) if not w and p]:
-        out[i] = tuple(dict.fromkeys(p for p in _NON_WORD.split(made[i]) if p))
-    return out
+    words = joined.lower().translate(_ASCII_WORDS).split(_SEP)
+    made = iter(map(tuple, map(dict.fromkeys, map(str.split, words))))
+    return [next(made) if p else split_text(t) for t, p in zip(texts, plain)]

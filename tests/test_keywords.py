@@ -25,7 +25,6 @@ def test_normalise_groups_is_normalise_keywords_of_each(groups):
     assert normalise_groups(groups) == [normalise_keywords(g) for g in groups]
 
 
-
 _ascii = st.text(st.characters(max_codepoint=127), max_size=12)
 
 

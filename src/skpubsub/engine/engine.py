@@ -93,12 +93,12 @@ class Engine:
         # expired: objects that left the window; expiry_seconds: time the plain path spent on
         # those that some result held, and the kernel's leave-only steps (leave_steps: the
         # objects due before a subscription or unsubscription, ``driver.leave_due``). A
-        # compiled index's kernel removes held objects from
-        # buffers (expiry_removals) and refills short ones itself, timed with the arrivals;
-        # refills counts both paths (refill_reads: alive entries they read); evictions: objects
-        # a k-skyband buffer let go as dominated, or did not take. expiry_stops: runs the
-        # kernel handed to the plain path, only when it cannot find a holder through the
-        # index (expiry_misses; never expected).
+        # compiled index's kernel removes held objects from buffers (expiry_removals) and
+        # refills short ones itself, timed with the arrivals; refills counts both paths
+        # (refill_reads: alive entries they read); evictions: objects a k-skyband buffer let
+        # go as dominated, or did not take. expiry_stops: runs the kernel handed to the plain
+        # path, only when it cannot find a holder through the index (expiry_misses; never
+        # expected).
         self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0,
                       "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0, "refills": 0,
                       "refill_reads": 0, "evictions": 0, "leave_steps": 0}

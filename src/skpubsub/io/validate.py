@@ -488,8 +488,9 @@ class Gate:
 
     def _columns(self, first: int, recs: list) -> SubBlock | PubBlock | None:
         """The events of a block of decoded records when the block is one op (``pub``) or one
-        kind of ``sub`` (``range``, ``knn``, ``topk`` without weights; their ends, if any,
-        past the block) and every record passes, judged by columns; None
+        kind of ``sub`` (``range``, ``knn``, ``topk``; their ends, if any, past the block)
+        and every record passes, judged by columns (keywords to normalise, texts and top-k
+        weights made as ``fastline.event`` makes them); None
         (and nothing changed) when any record needs a closer look. Subscriptions are handed
         on as their columns (a :class:`SubBlock`, no ``Sub`` a record), objects likewise (a
         :class:`PubBlock`). Each test is the one

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from skpubsub.core.vocab import Vocabulary
 from skpubsub.io.events import SubBlock, events_of
-from skpubsub.io.lexicon import Lexicon, Words
+from skpubsub.io.lexicon import SHIFTS, Lexicon, Words, repeats
 from skpubsub.io.validate import Gate
 
 POOL = ["a", "b", "de", "mx", "q", "ñu", "über", "x1"]
@@ -123,3 +123,14 @@ def test_ids_of_codes_are_the_ids_of_the_words(ops, slack, relex) -> None:
                 v.recycle()
         assert codes_v.words == words_v.words
     codes_v._check()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 40), max_size=SHIFTS + 6), max_size=12), st.integers(0, 3))
+def test_repeats_is_a_record_naming_a_code_twice(records, lead) -> None:
+    """``repeats`` (array passes: neighbours up to ``SHIFTS`` codes a record, a sort past it)
+    says whether some record holds a code twice, whatever the records' lengths, empty ones
+    and codes before the first record included."""
+    codes = np.asarray([7] * lead + [c for r in records for c in r], dtype=np.int32)
+    off = np.asarray(np.cumsum([lead] + [len(r) for r in records]), dtype=np.int64)
+    assert repeats(codes, off) == any(len(set(r)) != len(r) for r in records)

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from itertools import chain
 
 import numpy as np
-from numba import njit
 
 from ..core.columns import grown
 from .keywords import normalise
@@ -48,19 +47,16 @@ class Lexicon:
     ``LEX_MAX`` words the reader starts a new one (``Gate``), so an endless vocabulary
     costs bounded memory on both sides."""
 
-    __slots__ = ("words", "gen", "_coder", "_sent", "_judged", "_normal", "_seen", "_stamp")
+    __slots__ = ("words", "gen", "_coder", "_sent", "_judged", "_normal")
 
     def __init__(self, gen: int = 0) -> None:
         self.words: list[str] = []
         self.gen = gen
         self._coder: _Coder | None = None  # made on first ``code`` (a mirror never codes)
         self._sent = 0
-        # ``judged``'s: the codes flagged so far; per code, its word is a keyword as given, and
-        # the last record stamp it was seen in (stamps rise call to call: never reset)
+        # ``judged``'s: the codes flagged so far; per code, whether its word is a keyword as given
         self._judged = 0
         self._normal = np.zeros(0, dtype=np.bool_)
-        self._seen = np.zeros(0, dtype=np.int64)
-        self._stamp = 0
 
     def code(self, words: list[str]) -> np.ndarray:
         """The int32 codes of ``words``, new words learnt in order: one C pass."""
@@ -72,17 +68,16 @@ class Lexicon:
         """``Words.of(kws)`` when each tuple is its own ``normalise_keywords`` (each word
         normal already and not empty, none twice in a tuple; the Gate's ``_normal_words``),
         else None. Each word is judged once, when it is learnt (a flag a code); a block's
-        test is then an array pass and a compiled pass over its codes."""
+        test is then array passes over its codes (``repeats``)."""
         words = Words.of(kws, self)
         a, n = self._judged, len(self.words)
         if n > a:
             if n > len(self._normal):  # room by doubling: a block's new words cost their own copy only
                 cap = max(n, 2 * len(self._normal))
-                self._normal, self._seen = grown(self._normal, cap, False), grown(self._seen, cap, -1)
+                self._normal = grown(self._normal, cap, False)
             self._normal[a:n] = [bool(w) and normalise(w) == w for w in self.words[a:n]]
             self._judged = n
-        base, self._stamp = self._stamp, self._stamp + len(words)
-        if not self._normal[words.codes].all() or _repeats(words.codes, words.off, self._seen, base):
+        if not self._normal[words.codes].all() or repeats(words.codes, words.off):
             return None
         return words
 
@@ -155,14 +150,27 @@ class Words(Sequence):
         return Words, (self.flat().copy(), self.off - self.off[0], None)
 
 
-@njit(cache=True)
-def _repeats(codes, off, seen, base):
-    """Does a record name a code twice? O(codes): ``seen`` holds the stamp of the last record
-    each code was seen in, record ``i`` stamped ``base + i`` (above every earlier call's)."""
-    for i in range(len(off) - 1):
-        for j in range(off[i], off[i + 1]):
-            c = codes[j]
-            if seen[c] == base + i:
-                return True
-            seen[c] = base + i
+SHIFTS = 16  # keywords in a record up to which ``repeats`` compares neighbours rather than sorting
+
+
+def repeats(codes: np.ndarray, off: np.ndarray) -> bool:
+    """Does a record name a code twice? Record ``i``'s codes are ``codes[off[i]:off[i + 1]]``.
+    NumPy only, no compiled kernel: ``run``'s reading process calls nothing else compiled,
+    and loading Numba's target there cost 0.11 s before its first block. With at most
+    ``SHIFTS`` codes a record, each code is compared with the ones 1..L-1 places on that
+    share its record (L the longest record): O(codes x L) in array passes; else the
+    (record, code) pairs are sorted and a pair that comes twice is a repeat."""
+    lens = np.diff(off)
+    longest = int(lens.max()) if len(lens) else 0
+    if longest < 2:
+        return False
+    c = codes[off[0]:off[-1]]
+    owner = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    if longest > SHIFTS:
+        key = owner << 32 | c.astype(np.int64)  # codes are int32, not negative
+        key.sort()
+        return bool((key[1:] == key[:-1]).any())
+    for d in range(1, longest):
+        if ((c[d:] == c[:-d]) & (owner[d:] == owner[:-d])).any():
+            return True
     return False

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skpubsub.core.columns import LINE, Columns, SegmentPool, grown_records, record_struct, records
+from skpubsub.core.columns import FEW, LINE, Columns, SegmentPool, grown_records, record_struct, records
 from skpubsub.store.subscriptions import REC_SIZE, SubTable
 
 SPEC = {"active": (np.bool_, False), "n": (np.int32, 7), "x": (np.float64, math.inf),
@@ -65,16 +65,18 @@ def test_grown_records_copy_and_fill():
 
 @settings(max_examples=300, deadline=None)
 @given(ops=st.lists(st.one_of(st.lists(st.integers(1, 4), min_size=1, max_size=12).map(lambda ns: ("alloc", ns)),
-                              st.lists(st.integers(0, 40), max_size=8).map(lambda picks: ("free", picks))),
+                              st.lists(st.integers(1, 4), min_size=FEW + 1, max_size=FEW + 30).map(lambda ns: ("alloc", ns)),
+                              st.lists(st.integers(0, 200), max_size=40).map(lambda picks: ("free", picks))),
                     max_size=25))
 def test_segment_pool_runs_equal_one_at_a_time(ops) -> None:
     """``alloc_many`` and ``release_many`` hand out and take back exactly what ``alloc``
-    and ``release`` one segment at a time do (freed segments reused in the same order)."""
+    and ``release`` one segment at a time do (freed segments reused in the same order),
+    short runs (up to ``FEW``, one by one) and long ones (by arrays) alike."""
     many, one = SegmentPool({"id": np.int32}, capacity=8), SegmentPool({"id": np.int32}, capacity=8)
     held: list[tuple[int, int]] = []
     for op, arg in ops:
         if op == "alloc":
-            got = many.alloc_many(arg).tolist()
+            got = many.alloc_many(np.asarray(arg, dtype=np.int64)).tolist()
             assert got == [one.alloc(n) for n in arg]
             held += zip(got, arg)
         else:

@@ -212,6 +212,13 @@ class PubBlock(_Block):
 BLOCKS = (SubBlock, PubBlock)
 
 
+def objects_as_blocks(evs: list) -> list:
+    """``evs`` with each run of objects made one :class:`PubBlock`, as ``run``'s reader hands
+    them to the engine (``events_of`` undoes it)."""
+    return [b for objects, run in groupby(evs, lambda ev: type(ev) is Pub)
+            for b in ((PubBlock.of(list(run)),) if objects else run)]
+
+
 def events_of(items) -> list:
     """``items`` (events, :class:`SubBlock` s and :class:`PubBlock` s) as the events they are, in order."""
     return list(chain.from_iterable(it if type(it) in BLOCKS else (it,) for it in items))

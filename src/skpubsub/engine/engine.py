@@ -43,6 +43,10 @@ KEYWORD_SLACK = 65_536
 # runs of 4,096 cost 2.8-3.0 us a subscription against 2.5-2.7 for one run of 300,000
 # (range_1m), and the event that registers them waits ~12 ms at most; the held events are kept alive.
 LONE = 4096
+# Subscription events up to which a run is registered one by one (``_subscribe_one``, ~8.7 us
+# each) rather than by columns (~0.4 ms a run, then ~2.7 us each: engine/NOTES.md, "Lone
+# subscriptions"): a stream that interleaves subscriptions and objects makes runs of a few.
+FEW_SUBS = 48
 
 
 class Routed(NamedTuple):
@@ -262,9 +266,12 @@ class Engine:
 
     def _subscribe_many(self, parts: list, out: NoteBatch) -> None:
         """A run of subscriptions (``parts``: Sub events and SubBlocks, in order): at once
-        when ``_at_once`` allows, else one by one."""
-        b = parts[0] if len(parts) == 1 and type(parts[0]) is SubBlock else SubBlock.join(parts)
-        if self.external or not self._at_once(b):
+        when ``_at_once`` allows, else one by one; a few events (``FEW_SUBS``) one by one."""
+        if len(parts) <= FEW_SUBS and all(type(p) is Sub for p in parts):
+            b = parts  # a few events: one by one costs less than making their columns
+        else:
+            b = parts[0] if len(parts) == 1 and type(parts[0]) is SubBlock else SubBlock.join(parts)
+        if self.external or b is parts or not self._at_once(b):
             for ev in b:
                 self._leave_due(ev, out)
                 if not self._subscribe_one(ev):

@@ -65,7 +65,8 @@ def test_grown_records_copy_and_fill():
 
 @settings(max_examples=300, deadline=None)
 @given(ops=st.lists(st.one_of(st.lists(st.integers(1, 4), min_size=1, max_size=12).map(lambda ns: ("alloc", ns)),
-                              st.lists(st.integers(1, 4), min_size=FEW + 1, max_size=FEW + 30).map(lambda ns: ("alloc", ns)),
+                              st.lists(st.integers(1, 4), min_size=FEW + 1,
+                                       max_size=FEW + 30).map(lambda ns: ("alloc", ns)),
                               st.lists(st.integers(0, 200), max_size=40).map(lambda picks: ("free", picks))),
                     max_size=25))
 def test_segment_pool_runs_equal_one_at_a_time(ops) -> None:

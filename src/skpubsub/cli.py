@@ -502,18 +502,20 @@ def command() -> None:
     A thread still alive that is not a daemon would keep Python waiting: then it exits as
     usual."""
     code = main() or 0
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):  # a closed pipe: nothing more can be said
-            stream.flush()
+    _flush_streams()
     others = [t for t in threading.enumerate() if t is not threading.main_thread()]
     run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
     if run_exitfuncs is None or any(t.is_alive() and not t.daemon for t in others):
         sys.exit(code)
     run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):  # what the exit functions wrote
-        with contextlib.suppress(Exception):
-            stream.flush()
+    _flush_streams()  # what the exit functions wrote
     os._exit(code)
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more can be said
+            stream.flush()
 
 
 if __name__ == "__main__":

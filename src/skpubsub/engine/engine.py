@@ -267,11 +267,9 @@ class Engine:
     def _subscribe_many(self, parts: list, out: NoteBatch) -> None:
         """A run of subscriptions (``parts``: Sub events and SubBlocks, in order): at once
         when ``_at_once`` allows, else one by one; a few events (``FEW_SUBS``) one by one."""
-        if len(parts) <= FEW_SUBS and all(type(p) is Sub for p in parts):
-            b = parts  # a few events: one by one costs less than making their columns
-        else:
-            b = parts[0] if len(parts) == 1 and type(parts[0]) is SubBlock else SubBlock.join(parts)
-        if self.external or b is parts or not self._at_once(b):
+        few = len(parts) <= FEW_SUBS and all(type(p) is Sub for p in parts)  # cheaper than their columns
+        b = parts if few else parts[0] if len(parts) == 1 and type(parts[0]) is SubBlock else SubBlock.join(parts)
+        if few or self.external or not self._at_once(b):
             for ev in b:
                 self._leave_due(ev, out)
                 if not self._subscribe_one(ev):

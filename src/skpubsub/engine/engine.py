@@ -43,10 +43,10 @@ KEYWORD_SLACK = 65_536
 # runs of 4,096 cost 2.8-3.0 us a subscription against 2.5-2.7 for one run of 300,000
 # (range_1m), and the event that registers them waits ~12 ms at most; the held events are kept alive.
 LONE = 4096
-# Subscription events up to which a run is registered one by one (``_subscribe_one``, ~8.7 us
-# each) rather than by columns (~0.4 ms a run, then ~2.7 us each: engine/NOTES.md, "Lone
-# subscriptions"): a stream that interleaves subscriptions and objects makes runs of a few.
-FEW_SUBS = 48
+# Subscription events up to which a run is registered one by one (``_subscribe_one``, ~8.5 us
+# each) rather than by columns (~0.15 ms a run, then ~5 us each; even at ~40: engine/NOTES.md,
+# "Streams that interleave..."): a stream that interleaves subscriptions and objects makes runs of a few.
+FEW_SUBS = 40
 
 
 class Routed(NamedTuple):

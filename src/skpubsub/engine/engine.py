@@ -43,10 +43,7 @@ KEYWORD_SLACK = 65_536
 # runs of 4,096 cost 2.8-3.0 us a subscription against 2.5-2.7 for one run of 300,000
 # (range_1m), and the event that registers them waits ~12 ms at most; the held events are kept alive.
 LONE = 4096
-# Subscription events up to which a run is registered one by one (``_subscribe_one``, ~8.5 us
-# each) rather than by columns (~0.15 ms a run, then ~5 us each; even at ~40: engine/NOTES.md,
-# "Streams that interleave..."): a stream that interleaves subscriptions and objects makes runs of a few.
-FEW_SUBS = 40
+FEW_SUBS = 40  # Sub events up to which a run goes one by one (engine/NOTES.md, "Streams that interleave")
 
 
 class Routed(NamedTuple):
@@ -268,7 +265,7 @@ class Engine:
         """A run of subscriptions (``parts``: Sub events and SubBlocks, in order): at once
         when ``_at_once`` allows, else one by one; a few events (``FEW_SUBS``) one by one."""
         few = len(parts) <= FEW_SUBS and all(type(p) is Sub for p in parts)  # cheaper than their columns
-        b = parts if few else parts[0] if len(parts) == 1 and type(parts[0]) is SubBlock else SubBlock.join(parts)
+        b = parts if few else SubBlock.join(parts)  # (one SubBlock: itself)
         if few or self.external or not self._at_once(b):
             for ev in b:
                 self._leave_due(ev, out)

@@ -6,7 +6,9 @@ the lists of ``append`` in turn, ``cgrid.place_many`` past ``BULK`` entries the 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from skpubsub.core import columns
 from skpubsub.core import postings as P
 from skpubsub.index import cgrid
 from skpubsub.io.events import Sub
@@ -36,8 +38,11 @@ def _filters(rng, n: int) -> np.ndarray:
     return out
 
 
-def test_append_many_equals_appends_in_turn():
-    """With filters beside the entries (the grid's) and without (alive objects)."""
+@pytest.mark.parametrize("span_from", [columns.SPAN_FROM, 1], ids=["copies", "spans"])
+def test_append_many_equals_appends_in_turn(span_from, monkeypatch):
+    """With filters beside the entries (the grid's) and without (alive objects); the store's
+    arrays grown by copies as small ones are, or each in place in a span (``grown``)."""
+    monkeypatch.setattr(columns, "SPAN_FROM", span_from)
     rng = np.random.default_rng(7)
     for filtered in (False, True):
         _append_many_in_turn(rng, filtered)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import mmap
 import struct
+import sys
 from collections import defaultdict
 from contextlib import contextmanager
 
@@ -217,18 +219,69 @@ def small_pages():
         _set_madvise_hugepage(was)
 
 
+SPAN_FROM = 4 << 20  # bytes from which a table grows inside a span (below, a copy costs little)
+SPAN_SIZE = 1 << 34  # address space a span reserves (no memory until touched)
+_NORESERVE = 0x4000 if sys.platform.startswith("linux") else 0  # MAP_NORESERVE (not in Python 3.11's mmap)
+
+
+class _Span(mmap.mmap):
+    """Address space reserved for one table that grows (index/NOTES.md, "Growth in place"):
+    anonymous memory mapped without reserving swap, so only the pages a table touches cost
+    memory. ``used``: the bytes the table's latest array covers; the table grows by a longer
+    view of the same memory, its rows neither copied nor touched again, and any older view
+    stays valid (it covers a prefix)."""
+
+    used = 0
+
+
+def _span_of(a: np.ndarray) -> _Span | None:
+    """The span ``a`` is the latest whole view of, if any."""
+    b = a.base
+    while isinstance(b, np.ndarray):
+        b = b.base
+    if type(b) is not _Span or b.used != a.nbytes or not a.flags.c_contiguous:
+        return None
+    return b if a.ctypes.data == np.frombuffer(b, np.uint8, 1).ctypes.data else None
+
+
+def _in_span(a: np.ndarray | None, shape: tuple, dtype: np.dtype, huge: bool) -> tuple[np.ndarray, bool] | None:
+    """An array of ``shape`` over ``a``'s span (True: ``a``'s rows are in it already) or over a
+    new one (False: the caller copies them; ``huge``: with transparent huge pages, which
+    NumPy would have asked for); None when it should not or cannot (small, objects, a
+    platform or a system that will not map it): the caller copies as before."""
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    if nbytes < SPAN_FROM or dtype.hasobject or not _NORESERVE:
+        return None
+    span = None if a is None else _span_of(a)
+    if span is not None and nbytes < span.used:  # smaller (tables only grow): as before
+        return None
+    kept = span is not None and nbytes <= len(span)
+    if not kept:
+        try:
+            span = _Span(-1, max(SPAN_SIZE, 4 * nbytes), flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _NORESERVE)
+            if huge:
+                span.madvise(mmap.MADV_HUGEPAGE)
+        except (OSError, ValueError, OverflowError):  # strict overcommit, an address-space limit
+            return None
+    span.used = nbytes
+    return np.ndarray(shape, dtype=dtype, buffer=span), kept
+
+
 def grown_records(old: np.ndarray | None, capacity: int, fields) -> np.ndarray:
-    """``old``'s records (if any) copied into ``capacity`` fresh aligned ones, the rest at
-    their fill values; ``fields``: (name, dtype, fill)."""
-    rec = records(capacity, [(n, d) for n, d, _ in fields])
+    """``old``'s records (if any) with room for ``capacity``, the new ones at their fill
+    values; ``fields``: (name, dtype, fill). A large table grows in place (``_in_span``),
+    a small one is copied into fresh aligned records."""
     n = 0 if old is None else len(old)
+    got = None if old is None else _in_span(old, (capacity,), old.dtype, False)  # as ``records``
+    rec, kept = got if got is not None else (records(capacity, [(f[0], f[1]) for f in fields]), False)
     raw = rec.view(np.uint8).reshape(capacity, rec.dtype.itemsize)  # as bytes: one memcpy, not one per field
-    if n:
+    if n and not kept:
         raw[:n] = old.view(np.uint8).reshape(n, old.dtype.itemsize)
     one = np.zeros(1, dtype=rec.dtype)  # padding zero, as in every record
     for name, _, fill in fields:
         one[name] = fill
-    raw[n:] = one.view(np.uint8)
+    if one.view(np.uint8).any():  # (new memory is zero already)
+        raw[n:] = one.view(np.uint8)
     return rec
 
 
@@ -317,10 +370,8 @@ class SegmentPool:
 
     def _grow(self) -> None:
         new_cap = self.capacity * 2
-        for name, dtype in self._spec.items():
-            arr = np.zeros(new_cap, dtype=dtype)
-            arr[: self.capacity] = getattr(self, name)
-            setattr(self, name, arr)
+        for name in self._spec:
+            setattr(self, name, grown(getattr(self, name), new_cap, 0))
         self.capacity = new_cap
 
     @property
@@ -414,8 +465,20 @@ def segment_items(off: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 
 def grown(a: np.ndarray, capacity: int, fill) -> np.ndarray:
-    """A copy of ``a`` with room for ``capacity`` items (rows), the new ones at ``fill``."""
+    """``a`` with room for ``capacity`` items (rows), the new ones at ``fill``: a copy, or for
+    a large array the same memory grown in place (``_in_span``: ``a`` stays valid, a view
+    of the first rows)."""
     shape = (capacity,) + a.shape[1:]
+    got = _in_span(a, shape, a.dtype, _get_madvise_hugepage())  # (off under ``small_pages``)
+    if got is None:  # a copy (zeros: pages on demand)
+        out, kept = (np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)), False
+    else:
+        out, kept = got
+        if fill != 0:  # (a span's pages past ``used`` were never written: zero already)
+            out[len(a):] = fill
+    if not kept:
+        out[: len(a)] = a
+    return out
     out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)  # zeros: pages on demand
     out[: len(a)] = a
     return out

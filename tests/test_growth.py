@@ -4,9 +4,9 @@ views still valid, and engines whose every table grows so equal the reference en
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import pytest
 
 from skpubsub.core import columns
 from skpubsub.core.columns import SPAN_FROM, SegmentPool, grown, grown_records

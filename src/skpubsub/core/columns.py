@@ -479,6 +479,3 @@ def grown(a: np.ndarray, capacity: int, fill) -> np.ndarray:
     if not kept:
         out[: len(a)] = a
     return out
-    out = np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)  # zeros: pages on demand
-    out[: len(a)] = a
-    return out

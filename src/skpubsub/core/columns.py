@@ -59,10 +59,8 @@ class Columns:
         for name, (dtype, fill) in self._spec.items():
             if self.record:
                 arr = self._rec[name]
-            else:
-                arr = np.full(capacity, fill, dtype=dtype)
-                if old:
-                    arr[:old] = getattr(self, name)
+            else:  # (``grown``: a large column grows in place, as the records do)
+                arr = grown(getattr(self, name), capacity, fill) if old else np.full(capacity, fill, dtype=dtype)
             setattr(self, name, arr)
         self.capacity = capacity
 

@@ -242,15 +242,16 @@ def _span_of(a: np.ndarray) -> _Span | None:
     return b if a.ctypes.data == np.frombuffer(b, np.uint8, 1).ctypes.data else None
 
 
-def _in_span(a: np.ndarray | None, shape: tuple, dtype: np.dtype, huge: bool) -> tuple[np.ndarray, bool] | None:
+def _in_span(a: np.ndarray, shape: tuple, huge: bool) -> tuple[np.ndarray, bool] | None:
     """An array of ``shape`` over ``a``'s span (True: ``a``'s rows are in it already) or over a
     new one (False: the caller copies them; ``huge``: with transparent huge pages, which
     NumPy would have asked for); None when it should not or cannot (small, objects, a
     platform or a system that will not map it): the caller copies as before."""
+    dtype = a.dtype
     nbytes = int(np.prod(shape)) * dtype.itemsize
     if nbytes < SPAN_FROM or dtype.hasobject or not _NORESERVE:
         return None
-    span = None if a is None else _span_of(a)
+    span = _span_of(a)
     if span is not None and nbytes < span.used:  # smaller (tables only grow): as before
         return None
     kept = span is not None and nbytes <= len(span)
@@ -270,7 +271,7 @@ def grown_records(old: np.ndarray | None, capacity: int, fields) -> np.ndarray:
     values; ``fields``: (name, dtype, fill). A large table grows in place (``_in_span``),
     a small one is copied into fresh aligned records."""
     n = 0 if old is None else len(old)
-    got = None if old is None else _in_span(old, (capacity,), old.dtype, False)  # as ``records``
+    got = None if old is None else _in_span(old, (capacity,), False)  # as ``records``
     rec, kept = got if got is not None else (records(capacity, [(f[0], f[1]) for f in fields]), False)
     raw = rec.view(np.uint8).reshape(capacity, rec.dtype.itemsize)  # as bytes: one memcpy, not one per field
     if n and not kept:
@@ -467,7 +468,7 @@ def grown(a: np.ndarray, capacity: int, fill) -> np.ndarray:
     a large array the same memory grown in place (``_in_span``: ``a`` stays valid, a view
     of the first rows)."""
     shape = (capacity,) + a.shape[1:]
-    got = _in_span(a, shape, a.dtype, _get_madvise_hugepage())  # (off under ``small_pages``)
+    got = _in_span(a, shape, _get_madvise_hugepage())  # (off under ``small_pages``)
     if got is None:  # a copy (zeros: pages on demand)
         out, kept = (np.zeros(shape, dtype=a.dtype) if fill == 0 else np.full(shape, fill, dtype=a.dtype)), False
     else:

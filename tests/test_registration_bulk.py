@@ -35,7 +35,14 @@ def _filters(rng, n: int) -> np.ndarray:
     for name in ("x1", "y1", "x2", "y2"):
         out[name] = rng.normal(size=n)
     out["sig"] = rng.integers(0, 2**32, size=n)
+    for name in ("k0", "k1", "k2"):
+        out[name] = rng.integers(-2, 2**31, size=n)
     return out
+
+
+def _filter_tuple(f) -> tuple:
+    """A ``FILTER`` record as the tuple ``postings.append`` takes."""
+    return (*map(np.float32, f[:4]), np.uint32(f[4]), *map(np.int32, f[5:]))
 
 
 @pytest.mark.parametrize("span_from", [columns.SPAN_FROM, 1], ids=["copies", "spans"])
@@ -57,7 +64,7 @@ def _append_many_in_turn(rng, filtered):
         a.append_many(keys, ents, fl)
         b.reserve(len(keys), len(keys))
         for k, e, f in zip(keys.tolist(), ents.tolist(), fl.tolist()):
-            P.append(b.plain, k, e, (*map(np.float32, f[:4]), np.uint32(f[4])))
+            P.append(b.plain, k, e, _filter_tuple(f))
         ca, cb = a.contents(), b.contents()
         assert ca.keys() == cb.keys() and all(np.array_equal(ca[k], cb[k]) for k in ca)
         assert _same(a, b)
@@ -93,7 +100,7 @@ def test_append_many_of_mostly_distinct_keys_equals_appends_in_turn():
         a.append_many(keys, ents, fl)
         b.reserve(n, n)
         for k, e, f in zip(keys.tolist(), ents.tolist(), fl.tolist()):
-            P.append(b.plain, k, e, (*map(np.float32, f[:4]), np.uint32(f[4])))
+            P.append(b.plain, k, e, _filter_tuple(f))
         for k in rng.choice(keys, size=3).tolist():  # empty a few lists: their ids and blocks are reused
             p, q = P.lookup(a.h_keys, a.h_vals, k), P.lookup(b.h_keys, b.h_vals, k)
             if p >= 0:

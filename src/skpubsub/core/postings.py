@@ -1,9 +1,9 @@
 """Compiled posting lists: a hash map from int64 keys to block-linked lists of entries.
 
 Entries are ``slot << 32 | epoch``; a store may keep beside each a filter (``filters``: a
-float32 box x1, y1, x2, y2 and a keyword signature, ``FILTER``), which its owner's scan tests
-before it reads the entry's records (the grid: a range subscription's rectangle rounded
-outward, an `all` subscription's keyword bits). Deletion is lazy: an entry is dropped when a
+float32 box x1, y1, x2, y2, a keyword signature and up to three keywords, ``FILTER``), which its
+owner's scan tests before it reads the entry's records (the grid: a range subscription's
+rectangle and keywords, an `all` subscription's keyword bits, a kNN/top-k region's box). Deletion is lazy: an entry is dropped when a
 scan finds it invalid (its subscription's epoch moved on, or its region no
 longer covers the posting's cell), so deleting or shrinking a subscription costs
 nothing at the time. Scans compact the list they read in place.
@@ -30,8 +30,15 @@ EMPTY = np.int64(-(2**62))  # an unused hash slot
 # M_DROPS: lists emptied since ``lv`` was last made exact
 M_POSTINGS, M_FREE_TOP, M_NEXT_BLOCK, M_KEYS, M_ENTRIES, M_PFREE_TOP, M_LMAX, M_DROPS = 0, 1, 2, 3, 4, 5, 6, 7
 ALL_LEVELS = np.int64(-1)  # ``levels_of`` when no summary is kept: every level may hold a list
-FILTER = np.dtype([("x1", np.float32), ("y1", np.float32), ("x2", np.float32), ("y2", np.float32), ("sig", np.uint32)])
-NO_FILTER = (np.float32(0), np.float32(0), np.float32(0), np.float32(0), np.uint32(0))  # ``append``'s, without filters
+# An entry's filter (32 bytes): a float32 box, its slot's keyword signature and, when the
+# entry may decide its match alone (a range subscription's), the keywords an object must
+# carry (``k0``-``k2``, -1 for none); ``k0`` UNDECIDED when the slot's records decide
+# (index/NOTES.md, "Entries that decide a range match").
+FILTER = np.dtype([("x1", np.float32), ("y1", np.float32), ("x2", np.float32), ("y2", np.float32),
+                   ("sig", np.uint32), ("k0", np.int32), ("k1", np.int32), ("k2", np.int32)])
+UNDECIDED = -2
+NO_FILTER = (np.float32(0), np.float32(0), np.float32(0), np.float32(0), np.uint32(0),
+             np.int32(UNDECIDED), np.int32(-1), np.int32(-1))  # ``append``'s, without filters
 NO_FILTERS = np.zeros(0, dtype=FILTER)
 
 
@@ -443,6 +450,12 @@ def _list_of(st, key):
     return p
 
 
+@njit(inline="always", cache=True)
+def put_filter(f, filt):
+    """Write ``filt`` (``FILTER``'s fields, a tuple) into the filter record ``f``."""
+    f.x1, f.y1, f.x2, f.y2, f.sig, f.k0, f.k1, f.k2 = filt
+
+
 @njit(cache=True)
 def append(st, key, entry, filt):
     """Append ``entry`` to the list of ``key`` (created if absent) in store ``st`` (a
@@ -466,8 +479,7 @@ def append(st, key, entry, filt):
     at = t * B + p_fill[p]
     blk_data[at] = entry
     if len(blk_filter):
-        f = blk_filter[at]
-        f.x1, f.y1, f.x2, f.y2, f.sig = filt
+        put_filter(blk_filter[at], filt)
     p_fill[p] += 1
     meta[M_ENTRIES] += 1
 

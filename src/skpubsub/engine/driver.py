@@ -25,9 +25,9 @@ from ..index.prefix import NC
 from ..io.notifications import NoteBatch, Notes, group_rows, net_changes
 from ..store.objects import pub_columns
 from ..core.clock import RunPlan
-from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_EVICT, C_LIVE_ADD, C_LIVE_DROP, C_MISS, C_NEED,
-                     C_NEED_ROWS, C_OUT, C_QUEUE, C_READS, C_REFILLS, C_REMOVED, N_COUNTERS, STOP_EXPIRY,
-                     STOP_FULL, holding, publish_run)
+from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_DECIDED, C_EVICT, C_LIVE_ADD, C_LIVE_DROP,
+                     C_MISS, C_NEED, C_NEED_ROWS, C_OUT, C_QUEUE, C_READS, C_REFILLS, C_REMOVED, N_COUNTERS,
+                     STOP_EXPIRY, STOP_FULL, holding, publish_run)
 
 SEGMENT = 512  # pubs per kernel call: bounds the window bookkeeping done per call
 
@@ -312,7 +312,8 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
     ix.maybe_compact()
     dead.extend(scratch.dead[: int(counters[C_DEAD])].tolist())
     for key, c in (("expired", C_DEAD), ("expiry_misses", C_MISS), ("expiry_removals", C_REMOVED),
-                   ("refills", C_REFILLS), ("refill_reads", C_READS), ("evictions", C_EVICT)):
+                   ("refills", C_REFILLS), ("refill_reads", C_READS), ("evictions", C_EVICT),
+                   ("decided", C_DECIDED)):
         eng.stats[key] += int(counters[c])
 
 

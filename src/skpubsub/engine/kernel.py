@@ -8,7 +8,8 @@ all), leaves them, and a buffer left short of k that may have missed objects is
 refilled from the alive objects (:mod:`skpubsub.results.refill`) and re-posted. Then
 it scans, under each of the object's posting tokens (its keywords; under ``aoiq`` also
 its keyword pairs and their blocks), the postings of its cell on every grid level and
-the global list, verifies every live candidate once, inserts it into k-best
+the global list, verifies every live candidate once (a range match its entry decided comes
+verified: ``probe.decided``), inserts it into k-best
 buffers and follows shrinking balls (tightening a box in place, or re-posting a level
 finer). Each change becomes an output row; one pub's rows for one subscription net out
 to its notification (:mod:`skpubsub.io.notifications`). A step whose object is -1 only
@@ -43,8 +44,8 @@ from ..store.subscriptions import K_KNN, K_RANGE, K_TOPK
 
 # counters[] fields
 (C_OUT, C_QUEUE, C_DEAD, C_CAND, C_AFFECTED, C_LIVE_DROP, C_LIVE_ADD, C_BUDGET, C_MISS, C_REMOVED, C_NEED,
- C_NEED_ROWS, C_REFILLS, C_READS, C_EVICT) = range(15)
-N_COUNTERS = 15
+ C_NEED_ROWS, C_REFILLS, C_READS, C_EVICT, C_DECIDED) = range(16)
+N_COUNTERS = 16
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
 
@@ -111,7 +112,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 nt = probe_tokens(okw, directory, srt, toks)
                 if prefix:
                     nt = probe_classes(okw, toks, nt)
-                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once)
+                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once, okw[:0])
             if len(pe_off) > 1:
                 nc = _join(pe[pe_off[e]:pe_off[e + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
             found = 0
@@ -189,12 +190,17 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             nt = probe_tokens(okw, directory, srt, toks)
             if prefix:
                 nt = probe_classes(okw, toks, nt)
-            nc = scan(x, y, toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once)
+            nc = scan(x, y, toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once, okw)
         if len(pc_off) > 1:
             nc = _join(pc[pc_off[i]:pc_off[i + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
         counters[C_CAND] += nc
         for c in range(nc):
             s = cands[c]
+            if s < 0:  # a range match its entry decided (probe.scan): no record read
+                _emit(i, ~s, o, 0.0, -2, 0.0, 0, rows, counters)
+                counters[C_AFFECTED] += 1
+                counters[C_DECIDED] += 1
+                continue
             ks = kind[s]
             # The spatial test first: it reads the record the scan brought in, the keyword
             # test reads the subscription's keywords elsewhere (most candidates fail the
@@ -397,11 +403,11 @@ def _follow(s, subs, grid, scratch, counters):
         g.nkw = ln
         g.pending = False
         if g.tok >= 0:
-            post_slot(grid.store, subs.rec, grid.slots, s, grid.slots.tok[s:s + 1], grid.lmax, geo[4])
+            post_slot(grid.store, subs, grid.slots, s, grid.slots.tok[s:s + 1], grid.lmax, geo[4])
         elif pre:
-            post_slot(grid.store, subs.rec, grid.slots, s, ptok[:ln], grid.lmax, geo[4])
+            post_slot(grid.store, subs, grid.slots, s, ptok[:ln], grid.lmax, geo[4])
         else:
-            post_slot(grid.store, subs.rec, grid.slots, s, kw_id[off:off + ln], grid.lmax, geo[4])
+            post_slot(grid.store, subs, grid.slots, s, kw_id[off:off + ln], grid.lmax, geo[4])
         counters[C_LIVE_ADD] += n
         counters[C_BUDGET] -= n
     elif not g.pending:  # out of reserved room: Python re-posts it after the call

@@ -46,7 +46,7 @@ from .pairs import Cost, new_book
 from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, filters_of, new_one, place_slot,
                       post_many, post_slot, region_of, regions, register_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
-from .probe import _has_entry, kw_sig, scan, sweep
+from .probe import NO_WORDS, _has_entry, kw_sig, scan, sweep
 
 # Per-slot fields, one record a slot (columns.records): a posting entry's liveness test
 # (postings.read: epoch, level, box) and the scan's stamp read one cache line.
@@ -343,7 +343,7 @@ class CompiledGrid(SubscriptionIndex):
         self.kw0[s] = kws[0] if self.subs.cols.match_all[s] and len(kws) == 1 and self.tok[s] < 0 else -1
         n = len(kws) * self._cells(s)
         self.store.reserve(n, n)
-        post_slot(self.store.plain, self.subs.layout.rec, self._slots, s, kws, self.lmax, self.geo[4])
+        post_slot(self.store.plain, self.subs.layout, self._slots, s, kws, self.lmax, self.geo[4])
         self.live_entries += n
 
     def refresh(self, objects: int) -> int:
@@ -439,7 +439,7 @@ class CompiledGrid(SubscriptionIndex):
         self.fit(self.subs.cols.capacity - 1)
         cands = np.empty(len(self.epoch), dtype=np.int64)
         self.stamp_next[0] += 1
-        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands, sig, False)
+        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands, sig, False, NO_WORDS)
         return np.sort(cands[:n])
 
     @property
@@ -489,8 +489,8 @@ class CompiledGrid(SubscriptionIndex):
         # keyword signature; and each slot's region now lies inside it (the filter passes its objects)
         fl = st.blk_filter[at[ok]]
         want = np.empty(len(ls), dtype=P.FILTER)
-        outside = filters_of(ls, self.subs.layout.rec, self._slots, self.geo[4], want)
-        for name in ("x1", "y1", "x2", "y2", "sig"):
+        outside = filters_of(ls, self.subs.layout, self._slots, self.geo[4], want)
+        for name in P.FILTER.names:
             assert np.array_equal(fl[name], want[name]), ("a live entry's filter is not its slot's", name)
         assert outside == 0, ("regions grown past their entries' filters", outside)
         order = np.lexsort((ls, lk))

@@ -29,16 +29,16 @@ from .probe import kw_sig
 
 
 @njit(cache=True)
-def post_slot(st, rec, slots, s, kws, lmax, maxdist):
+def post_slot(st, subs, slots, s, kws, lmax, maxdist):
     """Entries of slot ``s`` under each token of ``kws`` in store ``st``, where its record in
     ``slots`` places it (its epoch, and the cells of its box on its level; level -1: the
-    global lists), each with its filter (``entry_filter`` of ``rec[s]`` and the slot);
+    global lists), each with its filter (``entry_filter`` of ``subs.rec[s]`` and the slot);
     returns how many."""
     g = slots[s]
     entry = (np.int64(s) << 32) | g.epoch
     level = np.int64(g.level)
     box = g.box
-    fb = entry_filter(rec[s], g, maxdist)
+    fb = entry_filter(subs.rec[s], g, subs.kw_id, maxdist)
     n = 0
     for w in kws:
         if level < 0:
@@ -96,18 +96,31 @@ def _sig(r, kw_id):
 
 
 @njit(inline="always", cache=True)
-def entry_filter(r, g, maxdist):
+def entry_filter(r, g, kw_id, maxdist):
     """The filter posted beside each entry of record ``r``'s slot ``g`` (``postings.FILTER``,
-    what ``probe._read_list`` tests before the slot's records): ``cells.filter_box`` at the
-    slot's ``pkth`` and its signature (``_sig``), both set where the slot is placed. Both
-    hold while its entries live: a range rectangle and the keywords never change, and a kNN
-    or top-k region that grows past its filter is posted again (``cells.filter_holds``)."""
+    what ``probe._read_list`` tests before the slot's records), set where the slot is placed:
+    ``cells.filter_box`` at the slot's ``pkth``, its signature (``_sig``) and, for a range
+    subscription that must match all of two or three keywords, those (``kw_id``'s), so that
+    the entry may decide the kernel's test alone (``probe.decided``). They hold while its
+    entries live: a range rectangle and the keywords never change, and a kNN or top-k region
+    that grows past its filter is posted again (``cells.filter_holds``)."""
     x1, y1, x2, y2 = filter_box(r, g.pkth, maxdist)
-    return x1, y1, x2, y2, np.uint32(g.sig)
+    k0 = k1 = k2 = np.int32(-1)
+    if r.kind == K_RANGE:
+        ln, off = r.kw_len, r.kw_off
+        if r.match_all and ln > 3:
+            k0 = np.int32(P.UNDECIDED)
+        elif r.match_all and ln > 1:  # (one keyword, or any of them: found under one, as the kernel takes it)
+            k0, k1 = np.int32(kw_id[off]), np.int32(kw_id[off + 1])
+            if ln == 3:
+                k2 = np.int32(kw_id[off + 2])
+    else:
+        k0 = np.int32(P.UNDECIDED)
+    return x1, y1, x2, y2, np.uint32(g.sig), k0, k1, k2
 
 
 @njit(cache=True)
-def filters_of(slots, rec, sl, maxdist, out):
+def filters_of(slots, subs, sl, maxdist, out):
     """``entry_filter`` of each of ``slots`` into ``out`` (``postings.FILTER``): what their
     live entries must carry (``CompiledGrid._check``); returns how many of the slots' regions
     now reach outside that filter (none may: the filter must pass every object they take)."""
@@ -116,8 +129,8 @@ def filters_of(slots, rec, sl, maxdist, out):
     for i in range(len(slots)):
         s = slots[i]
         f = out[i]
-        f.x1, f.y1, f.x2, f.y2, f.sig = entry_filter(rec[s], sl[s], maxdist)
-        if extent(rec[s], maxdist, ext):
+        P.put_filter(f, entry_filter(subs.rec[s], sl[s], subs.kw_id, maxdist))
+        if extent(subs.rec[s], maxdist, ext):
             bad += not (f.x1 <= ext[0] and f.y1 <= ext[1] and ext[2] <= f.x2 and ext[3] <= f.y2)
         else:
             bad += not (f.x1 == -np.inf and f.y1 == -np.inf and f.x2 == np.inf and f.y2 == np.inf)
@@ -201,7 +214,7 @@ def post_many(slots, subs, grid, toks):
         cells = 1 if sl[s].level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
         if not P.room(st, n * cells):
             return i
-        post_slot(st, subs.rec, sl, s, toks[:n], grid.lmax, grid.geo[4])
+        post_slot(st, subs, sl, s, toks[:n], grid.lmax, grid.geo[4])
     return len(slots)
 
 
@@ -225,7 +238,7 @@ def entries_of(slots, subs, grid, toks, keys, ents, filters):
         level = np.int64(sl[s].level)
         box = sl[s].box
         entry = (np.int64(s) << 32) | sl[s].epoch
-        fb = entry_filter(r, sl[s], grid.geo[4])
+        fb = entry_filter(r, sl[s], kw_id, grid.geo[4])
         if level < 0:
             for w in toks[:m]:
                 n = _entry(keys, ents, filters, n, -(np.int64(w) + 1), entry, fb)
@@ -246,8 +259,7 @@ def _entry(keys, ents, filters, n, key, entry, fb):
     """``entries_of``'s triple ``n``; returns ``n + 1``."""
     keys[n] = key
     ents[n] = entry
-    f = filters[n]
-    f.x1, f.y1, f.x2, f.y2, f.sig = fb
+    P.put_filter(filters[n], fb)
     return n + 1
 
 
@@ -398,7 +410,7 @@ def place_slot(s, one, assign):
     st = one.store
     if not P.room(st, n * cells):
         return DONE, old, n * cells, False, st.meta[P.M_ENTRIES], topk
-    post_slot(st, rec, slots, s, toks[:n], lmax, one.geo[4])
+    post_slot(st, _Keywords(rec, kw_id), slots, s, toks[:n], lmax, one.geo[4])
     return DONE, old, n * cells, True, st.meta[P.M_ENTRIES], topk
 
 

@@ -13,6 +13,8 @@ from ..core import postings as P
 from ..core.layouts import SlotLive
 from .cells import cell_of, decode_key, level_key
 
+NO_WORDS = np.zeros(0, dtype=np.int32)  # ``scan``'s words when no candidate is decided by its entry
+
 
 @njit(cache=True)
 def _has_entry(st, key, entry):
@@ -46,13 +48,17 @@ def kw_sig(kws):
 
 
 @njit(cache=True)
-def scan(x, y, okw, st, active, grid, cands, osig, once):
+def scan(x, y, okw, st, active, grid, cands, osig, once, words):
     """Live slots posted under tokens ``okw`` in the cells of (x, y) on every level or
     globally, each once (``slots.stamp = st``, a stamp not used before), into ``cands``;
     compacts the lists it reads. Returns how many. The publish kernel's probe too.
 
     ``once``: no other source adds candidates after this scan (the publish kernel with
     nothing precomputed), so a slot posted under one token is taken unstamped (``_read_list``).
+
+    ``words``: the object's keyword ids, when the caller takes a range subscription's match
+    decided by its entry (``decided``: such a candidate comes as ``~slot``, and one that the
+    entry rules out not at all); empty, every candidate comes as its slot.
 
     ``osig``: the object's keyword signature (``kw_sig``; -1 takes every live slot). A slot
     whose own signature (``slots.sig``: an ``all`` subscription's keywords, else 0; posted
@@ -91,8 +97,34 @@ def scan(x, y, okw, st, active, grid, cands, osig, once):
             p = P.find(h_keys, h_vals, key)
             if p < 0:
                 continue
-            nc = _read_list(p, (level, cx, cy, x, y), lists, st, cands, nc, ~osig, once)
+            nc = _read_list(p, (level, cx, cy, x, y, words), lists, st, cands, nc, ~osig, once)
     return nc
+
+
+@njit(inline="always", cache=True)
+def decided(f, x, y, words):
+    """Does filter ``f``, whose box holds (x, y), decide its entry's match alone for an object
+    there with keyword ids ``words``? 1: a match, -1: none, 0: the slot's records decide
+    (``UNDECIDED``: not a range subscription's entry; or (x, y) within a float32 step of the
+    box's edge). The box is the rectangle rounded outward to float32 (``cells.filter_box``):
+    a point a step inside it lies in the rectangle, as the kernel tests it. The keywords:
+    the kernel's test (``carries_all``) is that each of ``k0``-``k2`` is one of ``words``."""
+    if f.k0 == P.UNDECIDED:
+        return 0
+    up, down = np.float32(np.inf), np.float32(-np.inf)
+    if not (np.nextafter(f.x1, up) <= x <= np.nextafter(f.x2, down)
+            and np.nextafter(f.y1, up) <= y <= np.nextafter(f.y2, down)):
+        return 0
+    for k in (f.k0, f.k1, f.k2):
+        if k >= 0:
+            found = False
+            for w in words:
+                if w == k:
+                    found = True
+                    break
+            if not found:
+                return -1
+    return 1
 
 
 @njit(inline="always", cache=True)
@@ -110,19 +142,24 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
     ``blk_filter``, ``placing.entry_filter``) fails is not a candidate, and is passed over
     without reading its slot's records, live or not: its signature has a bit in ``miss``
     (the bits the object lacks: a keyword the slot needs), or its box (a range
-    subscription's rectangle, rounded outward) does not hold (x, y). Most entries fail so,
+    subscription's rectangle) does not hold (x, y). Most entries fail so,
     and their records, read at random, were the scan's cost (index/NOTES.md, "Entry
     filters"). Of the others, each live entry (active, current epoch, this level, its box
     covers the cell) is kept and appended to ``cands[nc:]``: with ``once``, at once when the
     slot is posted under one token (``nkw``: its one live entry a cell, the object in one
     cell a level, the object's tokens distinct, so it meets the object once), else unless
-    stamped ``st`` already (then stamped); the rest are dropped. Kept entries move only once an entry
+    stamped ``st`` already (then stamped), as ``~slot`` when its entry decides a match
+    (``words`` given: ``decided``), not at all when it rules one out; the rest are dropped.
+    Such a range entry is live while its epoch is its slot's: each placement and ``delete``
+    moves a slot's epoch on, and a range slot's level and box are its placement's, so the
+    ``active`` and cell tests are implied and not read (index/NOTES.md, "Entries that decide
+    a range match"). Kept entries move only once an entry
     before them was dropped (``postings.keep``'s compaction written out; ``truncate``
     ends it): a scan that wrote every entry back dirtied ~500 cache lines an object on
     range_1m (index/NOTES.md, "The scan writes only what changed"). Returns the new end of
     ``cands``. (x, y) NaN and ``miss`` 0: every filter passes (``sweep``)."""
     store, active, epoch, slevel, box, stamp, p_head, p_tail, p_fill, blk_next, blk_data, nkw, filt = lists
-    level, cx, cy, x, y = at
+    level, cx, cy, x, y, words = at
     B = P.B
     rb = p_head[p]
     tail = p_tail[p]
@@ -135,19 +172,23 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
         nb = blk_next[rb]
         if nb >= 0:
             P.prefetch_read(blk_data, nb * B)
-            P.prefetch_read(filt, nb * B)
-            P.prefetch_read(filt, nb * B + 3)
-            P.prefetch_read(filt, nb * B + 6)
-            P.prefetch_read(filt, nb * B + B - 1)
+            for j in range(0, B, 2):  # each of a block's four lines of filters (32 bytes each)
+                P.prefetch_read(filt, nb * B + j)
         cnt = B if rb != tail else p_fill[p]
         for ri in range(rb * B, rb * B + cnt):
             f = filt[ri]
             if f.sig & miss or x < f.x1 or x > f.x2 or y < f.y1 or y > f.y2:
                 s = -1  # not a candidate: kept unread (a later object it passes, or a sweep, tests it)
+                verdict = 0
             else:
                 ent = blk_data[ri]
                 s = ent >> 32
-                if not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
+                verdict = decided(f, x, y, words) if len(words) else 0
+                if verdict != 0:  # a range entry: live while its epoch is the slot's (docstring)
+                    if epoch[s] != (ent & 0xFFFFFFFF):
+                        dropped += 1
+                        continue
+                elif not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
                         level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
                     dropped += 1
                     continue
@@ -163,12 +204,15 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
                 wb, wi = blk_next[wb], 0
             if s < 0:
                 continue
+            if verdict < 0:
+                continue  # live, but lacks one of its keywords: no candidate
+            got = ~s if verdict > 0 else s
             if once and nkw[s] == 1:  # posted under one token: one live entry at most meets this object
-                cands[nc] = s
+                cands[nc] = got
                 nc += 1
             elif stamp[s] != st:  # not yet seen under another key
                 stamp[s] = st
-                cands[nc] = s
+                cands[nc] = got
                 nc += 1
         rb = nb
     if dropped:
@@ -186,7 +230,7 @@ def sweep(grid, active, st, cands):
     for p in range(store.meta[P.M_POSTINGS]):
         if p_head[p] >= 0:
             level, cx, cy = decode_key(p_key[p], grid.lmax)
-            _read_list(p, (level, cx, cy, np.nan, np.nan), lists, st, cands, 0, np.int64(0), False)
+            _read_list(p, (level, cx, cy, np.nan, np.nan, NO_WORDS), lists, st, cands, 0, np.int64(0), False)
 
 
 @njit(inline="always", cache=True)

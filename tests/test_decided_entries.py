@@ -1,0 +1,82 @@
+"""A range subscription's entry decides its match alone (``probe.decided``: its float32 box
+a step inside, its keywords in the filter, its epoch the slot's): the engines give the
+reference engine's results where the decision is closest to wrong: objects on a rectangle's
+edges, a float64 step either side of them and on the float32 values around them; one to
+four keywords (four: the records decide), all or any; ids unsubscribed and taken again
+(a slot reused: its old entries dead by their epoch)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from skpubsub.core.config import Space, Window
+from skpubsub.runtime.engines import make_engine
+from skpubsub.testing.conformance import compare, engine_factory
+
+EDGES = [0.1, 1 / 3, -52.52437, 7.0, 2.0 ** -30, -0.0, 13.000001]  # most not float32 values
+WORDS = ["a", "b", "c", "d"]
+
+
+def _near(v: float) -> list[float]:
+    """``v``, a float64 step either side, and the float32 values around it."""
+    f = float(np.float32(v))
+    out = [v, math.nextafter(v, math.inf), math.nextafter(v, -math.inf), f]
+    out += [float(np.nextafter(np.float32(f), np.float32(d))) for d in (math.inf, -math.inf)]
+    return out
+
+
+def _points(rect: list[float]) -> list[tuple[float, float]]:
+    x1, y1, x2, y2 = rect
+    mid_x, mid_y = (x1 + x2) / 2, (y1 + y2) / 2
+    return ([(x, mid_y) for v in (x1, x2) for x in _near(v)] + [(mid_x, y) for v in (y1, y2) for y in _near(v)]
+            + [(x, y) for x in _near(x1) for y in _near(y2)][:8])
+
+
+@st.composite
+def streams(draw):
+    n = draw(st.integers(1, 6))
+    subs = []
+    for i in range(n):
+        x1, y1 = draw(st.sampled_from(EDGES)), draw(st.sampled_from(EDGES))
+        w, h = draw(st.sampled_from([0.0, 1e-7, 0.5, 3.0])), draw(st.sampled_from([0.0, 1e-7, 0.5, 3.0]))
+        kws = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True))
+        subs.append({"op": "sub", "id": f"s{i}", "t": 0, "kind": "range", "rect": [x1, y1, x1 + w, y1 + h],
+                     "keywords": kws, "match": draw(st.sampled_from(["all", "any"]))})
+    events, t = list(subs), 1
+    for j in range(draw(st.integers(1, 4))):
+        s = draw(st.sampled_from(subs))
+        for k, (x, y) in enumerate(_points(s["rect"])):
+            kws = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True))
+            events.append({"op": "pub", "id": f"o{j}_{k}", "t": t, "x": x, "y": y, "keywords": kws})
+        if draw(st.booleans()):  # the id unsubscribed and registered again, elsewhere: a slot reused
+            other = draw(st.sampled_from(subs))
+            events += [{"op": "unsub", "id": s["id"], "t": t},
+                       dict(other, id=s["id"], t=t, match=draw(st.sampled_from(["all", "any"])))]
+        t += 1
+    return events
+
+
+@pytest.mark.parametrize("index", ["auto", "aoiq", "gi2"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=streams())
+def test_entries_decide_as_the_records_do(index, events):
+    compare(events, "none", Space(), engine_factory(index), batch_seed=len(events), check_every_event=False)
+
+
+def test_entries_decide_most_range_candidates():
+    """The decision is taken (not every candidate left to the records): an object inside
+    the rectangles of subscriptions with one to three keywords it carries."""
+    eng = make_engine("auto", Window.parse("none"), Space())
+    subs = [{"op": "sub", "id": i, "t": 0, "kind": "range", "rect": [0.1, 0.1, 0.9, 0.9],
+             "keywords": WORDS[: 1 + i % 3], "match": "all"} for i in range(60)]
+    from skpubsub.io.validate import Gate
+
+    gate = Gate()
+    evs = [gate.admit(r) for r in subs + [{"op": "pub", "id": "o", "t": 1, "x": 0.5, "y": 0.5, "keywords": WORDS}]]
+    eng.apply(evs)
+    assert eng.stats["decided"] == 60 == eng.stats["affected"]

@@ -1,9 +1,10 @@
 """A range subscription's entry decides its match alone (``probe.decided``: its float32 box
-a step inside, its keywords in the filter, its epoch the slot's): the engines give the
-reference engine's results where the decision is closest to wrong: objects on a rectangle's
-edges, a float64 step either side of them and on the float32 values around them; one to
-four keywords (four: the records decide), all or any; ids unsubscribed and taken again
-(a slot reused: its old entries dead by their epoch)."""
+a step inside, its keywords in the filter; live, since a slot's deciding entries are made
+undecided before they die, ``placing.undecide``): the engines give the reference engine's
+results where the decision is closest to wrong: objects on a rectangle's edges, a float64
+step either side of them and on the float32 values around them; one to four keywords
+(four: the records decide), all or any; ids unsubscribed and taken again (a slot reused);
+a slot posted again, then ended."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skpubsub.core.config import Space, Window
+from skpubsub.io.notifications import Match
+from skpubsub.io.validate import Gate
 from skpubsub.runtime.engines import make_engine
 from skpubsub.testing.conformance import compare, engine_factory
 
@@ -68,14 +71,52 @@ def test_entries_decide_as_the_records_do(index, events):
     compare(events, "none", Space(), engine_factory(index), batch_seed=len(events), check_every_event=False)
 
 
+@pytest.mark.parametrize("index", ["auto", "aoiq", "gi2"])
+@pytest.mark.parametrize("kws", [["a"], ["a", "b"], ["a", "b", "c"]])
+def test_a_slot_taken_again_leaves_no_deciding_entry(index, kws):
+    """A subscription ends and its slot is taken again (its id, then another) elsewhere: an
+    object in the old rectangle, with the old keywords, notifies nobody (the old entries,
+    made undecided at ``delete``, are dropped by the scan, not taken)."""
+    old, new = [0.1, 0.1, 0.2, 0.2], [5.1, 5.1, 5.2, 5.2]
+    sub = {"op": "sub", "id": "a", "t": 0, "kind": "range", "rect": old, "keywords": kws, "match": "all"}
+    pubs = [{"op": "pub", "id": f"o{i}", "t": i // 2, "x": 0.15, "y": 0.15, "keywords": kws + ["z"]} for i in range(6)]
+    events = [sub, *pubs[:2], {"op": "unsub", "id": "a", "t": 1}, dict(sub, t=1, rect=new), *pubs[2:4],
+              {"op": "unsub", "id": "a", "t": 2}, dict(sub, id="b", t=2, rect=new), *pubs[4:]]
+    for seed in range(3):
+        compare(events, "none", Space(), engine_factory(index), batch_seed=seed)
+    eng = make_engine(index, Window.parse("none"), Space())
+    gate = Gate()
+    notes = eng.apply([gate.admit(r) for r in events])
+    assert notes == [Match("a", 0, "o0"), Match("a", 0, "o1")]
+
+
+@pytest.mark.parametrize("index", ["auto", "gi2"])
+@pytest.mark.parametrize("again", ["place", "place_many"])
+def test_a_slot_posted_again_leaves_no_deciding_entry(index, again):
+    """A range subscription posted again (``place``: ``placing.place_slot``; ``place_many``:
+    ``regions``, as a review of its postings would), then ended: an object in its rectangle
+    with its keywords notifies nobody (the first posting's entries were made undecided when
+    it was posted again: ``delete`` walks only the current epoch's)."""
+    gate = Gate()
+    eng = make_engine(index, Window.parse("none"), Space())
+    sub = {"op": "sub", "id": "x", "t": 0, "kind": "range", "rect": [0.1, 0.1, 0.2, 0.2],
+           "keywords": ["a", "b"], "match": "all"}
+    pub = {"op": "pub", "id": "o", "t": 1, "x": 0.15, "y": 0.15, "keywords": ["a", "b"]}
+    eng.apply([gate.admit(sub), gate.admit(pub)])
+    ix, s = eng.index.kernel_grid, eng.subs.slot_of["x"]
+    ix.place(s) if again == "place" else ix.place_many(np.array([s]))
+    notes = eng.apply([gate.admit(dict(pub, id=f"p{i}", t=2)) for i in range(3)])
+    assert notes == [Match("x", 2, f"p{i}") for i in range(3)]  # posted again: found once each
+    eng.apply([gate.admit({"op": "unsub", "id": "x", "t": 3})])
+    assert eng.apply([gate.admit(dict(pub, id=f"q{i}", t=4)) for i in range(3)]) == []
+
+
 def test_entries_decide_most_range_candidates():
     """The decision is taken (not every candidate left to the records): an object inside
     the rectangles of subscriptions with one to three keywords it carries."""
     eng = make_engine("auto", Window.parse("none"), Space())
     subs = [{"op": "sub", "id": i, "t": 0, "kind": "range", "rect": [0.1, 0.1, 0.9, 0.9],
              "keywords": WORDS[: 1 + i % 3], "match": "all"} for i in range(60)]
-    from skpubsub.io.validate import Gate
-
     gate = Gate()
     evs = [gate.admit(r) for r in subs + [{"op": "pub", "id": "o", "t": 1, "x": 0.5, "y": 0.5, "keywords": WORDS}]]
     eng.apply(evs)

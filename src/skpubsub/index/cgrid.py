@@ -44,7 +44,7 @@ from .cells import box_at, decode_key, filter_holds, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
 from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, filters_of, new_one, place_slot,
-                      post_many, post_slot, region_of, regions, register_slot, unplace)
+                      post_many, post_slot, region_of, regions, register_slot, undecide_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import NO_WORDS, _has_entry, kw_sig, scan, sweep
 
@@ -397,6 +397,8 @@ class CompiledGrid(SubscriptionIndex):
             self.n_topk -= self._prefixed(s)
         if s >= len(self._slots):
             self.fit(s)
+        if self.nkw[s] and self.subs.cols.kind[s] == K_RANGE:  # its deciding entries first
+            undecide_slot(self.store.arrays, self._slots, s, self.subs.cols._rec, self.subs.kw.id, self.lmax)
         self.live_entries -= unplace(self._slots, s)
 
     def update(self, s: int) -> None:

@@ -108,9 +108,9 @@ def entry_filter(r, g, kw_id, maxdist):
     k0 = k1 = k2 = np.int32(-1)
     if r.kind == K_RANGE:
         ln, off = r.kw_len, r.kw_off
-        if r.match_all and ln > 3:
+        if ln > 3 or not r.match_all and ln > 1:  # (posted under several keywords: the records decide)
             k0 = np.int32(P.UNDECIDED)
-        elif r.match_all and ln > 1:  # (one keyword, or any of them: found under one, as the kernel takes it)
+        elif r.match_all and ln > 1:  # (one keyword: found under it, as the kernel takes it)
             k0, k1 = np.int32(kw_id[off]), np.int32(kw_id[off + 1])
             if ln == 3:
                 k2 = np.int32(kw_id[off + 2])
@@ -146,6 +146,7 @@ def regions(slots, subs, grid, ext):
     total = 0
     for s in slots:
         r = subs.rec[s]
+        undecide(grid.store, sl, s, subs.rec, subs.kw_id, grid.lmax)
         box = sl[s].box
         pre = grid.prefix and r.kind == K_TOPK
         if pre:  # the prefix order follows the frequencies as they are now
@@ -294,6 +295,54 @@ def region_of(s, rec, kw_id, slots, geo, counts, freq, consts, ext, cell):
     return slot_level(s, _Keywords(rec, kw_id), levels, ext, cell)
 
 
+@njit(inline="always", cache=True)
+def undecide(st, slots, s, rec, kw_id, lmax):
+    """Before slot ``s``'s entries die (``delete``, or its next placement), the ones that
+    decide a range match alone (``entry_filter``'s keywords; ``probe.decided``) are made
+    undecided, so that a scan tests them against the slot's records, finds them dead and
+    drops them: a deciding entry is live, and the scan reads nothing of its slot (index/NOTES.md,
+    "Entries that decide a range match"). The lists walked are those of each of its keywords
+    and its token in the cells of its box: a superset of those it is posted in."""
+    g = slots[s]
+    r = rec[s]
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
+    if g.nkw == 0 or r.kind != K_RANGE or len(blk_filter) == 0:
+        return
+    entry = (np.int64(s) << 32) | g.epoch
+    level = np.int64(g.level)
+    for j in range(-1, r.kw_len):
+        w = np.int64(g.tok) if j < 0 else np.int64(kw_id[r.kw_off + j])
+        if w < 0:
+            continue
+        if level < 0:
+            _undecide_list(st, -(w + 1), entry)
+            continue
+        for cx in range(g.box[0], g.box[2] + 1):
+            for cy in range(g.box[1], g.box[3] + 1):
+                _undecide_list(st, level_key(w, level, cx, cy, lmax), entry)
+
+
+@njit(inline="always", cache=True)
+def _undecide_list(st, key, entry):
+    """``undecide`` in the list of ``key``, if there is one."""
+    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
+    p = P.find(h_keys, h_vals, key)
+    if p < 0:
+        return
+    b, tail = p_head[p], p_tail[p]
+    while b >= 0:
+        for ri in range(b * P.B, b * P.B + (P.B if b != tail else p_fill[p])):
+            if blk_data[ri] == entry:
+                blk_filter[ri].k0 = P.UNDECIDED
+        b = blk_next[b]
+
+
+@njit(cache=True)
+def undecide_slot(st, slots, s, rec, kw_id, lmax):
+    """``undecide`` in a call of its own (``CompiledGrid.delete``)."""
+    undecide(st, slots, s, rec, kw_id, lmax)
+
+
 @njit(cache=True)
 def unplace(slots, s):
     """``delete``'s writes in one call: a new epoch (the slot's entries die), not posted, not
@@ -375,6 +424,7 @@ def place_slot(s, one, assign):
     topk = prefix and r.kind == K_TOPK
     if topk and len(one.rb) < len(kw_id) * NC:
         return NEED_RB, 0, 0, False, 0, False
+    undecide(one.store, slots, s, rec, kw_id, lmax)  # (before its token may change)
     if assign and one.pairs:
         if r.match_all and r.kw_len > 1 and (one.kinds >> r.kind) & 1 and not one.cost_ok[0]:
             return NEED_COST, 0, 0, False, 0, False
@@ -421,6 +471,7 @@ def unplace_slot(s, one):
     records must grow first."""
     if s >= len(one.slots) or (one.pairs and s >= len(one.pair_of)):
         return -1
+    undecide(one.store, one.slots, s, one.rec, one.kw_id, np.int64(one.consts[0]))
     n = unplace(one.slots, s)
     if one.pairs:
         b = one.book

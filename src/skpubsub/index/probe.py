@@ -150,10 +150,10 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
     cell a level, the object's tokens distinct, so it meets the object once), else unless
     stamped ``st`` already (then stamped), as ``~slot`` when its entry decides a match
     (``words`` given: ``decided``), not at all when it rules one out; the rest are dropped.
-    Such a range entry is live while its epoch is its slot's: each placement and ``delete``
-    moves a slot's epoch on, and a range slot's level and box are its placement's, so the
-    ``active`` and cell tests are implied and not read (index/NOTES.md, "Entries that decide
-    a range match"). Kept entries move only once an entry
+    Such an entry is live: a slot's deciding entries are made undecided before they die
+    (``placing.undecide``, at ``delete`` and at the next placement), and its slot is posted
+    under one token, so it meets the object once: nothing of its slot is read (index/NOTES.md,
+    "Entries that decide a range match"). Kept entries move only once an entry
     before them was dropped (``postings.keep``'s compaction written out; ``truncate``
     ends it): a scan that wrote every entry back dirtied ~500 cache lines an object on
     range_1m (index/NOTES.md, "The scan writes only what changed"). Returns the new end of
@@ -184,10 +184,8 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
                 ent = blk_data[ri]
                 s = ent >> 32
                 verdict = decided(f, x, y, words) if len(words) else 0
-                if verdict != 0:  # a range entry: live while its epoch is the slot's (docstring)
-                    if epoch[s] != (ent & 0xFFFFFFFF):
-                        dropped += 1
-                        continue
+                if verdict != 0:  # a deciding entry is live (docstring): nothing of its slot is read
+                    pass
                 elif not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
                         level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
                     dropped += 1
@@ -205,14 +203,16 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
             if s < 0:
                 continue
             if verdict < 0:
-                continue  # live, but lacks one of its keywords: no candidate
-            got = ~s if verdict > 0 else s
-            if once and nkw[s] == 1:  # posted under one token: one live entry at most meets this object
-                cands[nc] = got
+                continue  # lacks one of its keywords: no candidate
+            if verdict > 0:  # posted under one token: its one entry that meets this object
+                cands[nc] = ~s
+                nc += 1
+            elif once and nkw[s] == 1:  # posted under one token: one live entry at most meets this object
+                cands[nc] = s
                 nc += 1
             elif stamp[s] != st:  # not yet seen under another key
                 stamp[s] = st
-                cands[nc] = got
+                cands[nc] = s
                 nc += 1
         rb = nb
     if dropped:

@@ -1,9 +1,10 @@
 """Compiled posting lists: a hash map from int64 keys to block-linked lists of entries.
 
 Entries are ``slot << 32 | epoch``; a store may keep beside each a filter (``filters``: a
-float32 box x1, y1, x2, y2, a keyword signature and up to three keywords, ``FILTER``), which its
-owner's scan tests before it reads the entry's records (the grid: a range subscription's
-rectangle and keywords, an `all` subscription's keyword bits, a kNN/top-k region's box). Deletion is lazy: an entry is dropped when a
+float32 box x1, y1, x2, y2, a keyword signature and up to three keywords, ``FILTER``),
+which its owner's scan tests before it reads the entry's records (the grid: a range
+subscription's rectangle and keywords, an `all` subscription's keyword bits, a kNN or top-k
+region's box). Deletion is lazy: an entry is dropped when a
 scan finds it invalid (its subscription's epoch moved on, or its region no
 longer covers the posting's cell), so deleting or shrinking a subscription costs
 nothing at the time. Scans compact the list they read in place.

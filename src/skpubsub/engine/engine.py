@@ -97,8 +97,8 @@ class Engine:
         # compiled index's kernel removes held objects from buffers (expiry_removals) and
         # refills short ones itself, timed with the arrivals; refills counts both paths
         # (refill_reads: alive entries they read); evictions: objects a k-skyband buffer let
-        # go as dominated, or did not take; decided: range candidates whose entries decided
-        # the match (probe.decided: no record read). expiry_stops: runs the kernel handed to the plain
+        # go as dominated, or did not take; decided: range matches their entries decided
+        # (probe.decided: no record read). expiry_stops: runs the kernel handed to the plain
         # path, only when it cannot find a holder through the index (expiry_misses; never
         # expected).
         self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0,

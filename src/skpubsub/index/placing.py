@@ -108,9 +108,9 @@ def entry_filter(r, g, kw_id, maxdist):
     k0 = k1 = k2 = np.int32(-1)
     if r.kind == K_RANGE:
         ln, off = r.kw_len, r.kw_off
-        if ln > 3 or not r.match_all and ln > 1:  # (posted under several keywords: the records decide)
+        if ln > 3 or not r.match_all and ln > 1:  # four or more to test, or posted under each: the records
             k0 = np.int32(P.UNDECIDED)
-        elif r.match_all and ln > 1:  # (one keyword: found under it, as the kernel takes it)
+        elif ln > 1:  # all of two or three (one: found under it, the kernel's test passes)
             k0, k1 = np.int32(kw_id[off]), np.int32(kw_id[off + 1])
             if ln == 3:
                 k2 = np.int32(kw_id[off + 2])

@@ -183,11 +183,9 @@ def _read_list(p, at, lists, st, cands, nc, miss, once):
             else:
                 ent = blk_data[ri]
                 s = ent >> 32
-                verdict = decided(f, x, y, words) if len(words) else 0
-                if verdict != 0:  # a deciding entry is live (docstring): nothing of its slot is read
-                    pass
-                elif not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
-                        level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3])):
+                verdict = decided(f, x, y, words) if len(words) else 0  # (a deciding entry is live: docstring)
+                if verdict == 0 and (not active[s] or epoch[s] != (ent & 0xFFFFFFFF) or slevel[s] != level or (
+                        level >= 0 and not (box[s, 0] <= cx <= box[s, 2] and box[s, 1] <= cy <= box[s, 3]))):
                     dropped += 1
                     continue
             # ``postings.keep`` written out, moving only once an entry before was dropped (else the

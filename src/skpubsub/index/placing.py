@@ -305,8 +305,9 @@ def undecide(st, slots, s, rec, kw_id, lmax):
     and its token in the cells of its box: a superset of those it is posted in."""
     g = slots[s]
     r = rec[s]
-    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
-    if g.nkw == 0 or r.kind != K_RANGE or len(blk_filter) == 0:
+    if g.nkw == 0 or r.kind != K_RANGE:  # (before the store is unpacked: a fresh slot costs two reads)
+        return
+    if len(st[12]) == 0:  # no filters (``blk_filter``)
         return
     entry = (np.int64(s) << 32) | g.epoch
     level = np.int64(g.level)

@@ -400,6 +400,22 @@ def lookup(h_keys, h_vals, key):
     return h_vals[i]
 
 
+@njit(inline="always", cache=True)
+def entry_at(st, key, entry):
+    """Where ``entry`` lies in the list of ``key`` in store ``st`` (a ``Postings``), or -1:
+    O(list). A slot has one entry a list per epoch, so the first found is the one."""
+    p = find(st.h_keys, st.h_vals, key)
+    if p < 0:
+        return -1
+    b = st.p_head[p]
+    while b >= 0:
+        for at in range(b * B, b * B + (B if b != st.p_tail[p] else st.p_fill[p])):
+            if st.blk_data[at] == entry:
+                return at
+        b = st.blk_next[b]
+    return -1
+
+
 @njit(cache=True)
 def room(st, n):
     """Can ``n`` entries be appended to store ``st``, each perhaps opening a new list, without

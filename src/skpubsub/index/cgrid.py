@@ -46,7 +46,7 @@ from .pairs import Cost, new_book
 from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, filters_of, new_one, place_slot,
                       post_many, post_slot, region_of, regions, register_slot, undecide_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
-from .probe import NO_WORDS, _has_entry, kw_sig, scan, sweep
+from .probe import NO_WORDS, kw_sig, scan, sweep
 
 # Per-slot fields, one record a slot (columns.records): a posting entry's liveness test
 # (postings.read: epoch, level, box) and the scan's stamp read one cache line.
@@ -536,4 +536,4 @@ class CompiledGrid(SubscriptionIndex):
                             for cx in range(self.box[s, 0], self.box[s, 2] + 1)
                             for cy in range(self.box[s, 1], self.box[s, 3] + 1)]
                 for key in keys:
-                    assert _has_entry(st.arrays, key, entry), ("missing entry", s, key)
+                    assert P.entry_at(st.arrays, key, entry) >= 0, ("missing entry", s, key)

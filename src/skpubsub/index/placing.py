@@ -305,9 +305,9 @@ def undecide(st, slots, s, rec, kw_id, lmax):
     and its token in the cells of its box: a superset of those it is posted in."""
     g = slots[s]
     r = rec[s]
-    if g.nkw == 0 or r.kind != K_RANGE:  # (before the store is unpacked: a fresh slot costs two reads)
+    if g.nkw == 0 or r.kind != K_RANGE:  # (first: a fresh slot costs these two reads only)
         return
-    if len(st[12]) == 0:  # no filters (``blk_filter``)
+    if len(st.blk_filter) == 0:
         return
     entry = (np.int64(s) << 32) | g.epoch
     level = np.int64(g.level)
@@ -316,26 +316,17 @@ def undecide(st, slots, s, rec, kw_id, lmax):
         if w < 0:
             continue
         if level < 0:
-            _undecide_list(st, -(w + 1), entry)
+            _undecide_at(st, P.entry_at(st, -(w + 1), entry))
             continue
         for cx in range(g.box[0], g.box[2] + 1):
             for cy in range(g.box[1], g.box[3] + 1):
-                _undecide_list(st, level_key(w, level, cx, cy, lmax), entry)
+                _undecide_at(st, P.entry_at(st, level_key(w, level, cx, cy, lmax), entry))
 
 
 @njit(inline="always", cache=True)
-def _undecide_list(st, key, entry):
-    """``undecide`` in the list of ``key``, if there is one."""
-    h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
-    p = P.find(h_keys, h_vals, key)
-    if p < 0:
-        return
-    b, tail = p_head[p], p_tail[p]
-    while b >= 0:
-        for ri in range(b * P.B, b * P.B + (P.B if b != tail else p_fill[p])):
-            if blk_data[ri] == entry:
-                blk_filter[ri].k0 = P.UNDECIDED
-        b = blk_next[b]
+def _undecide_at(st, at):
+    if at >= 0:
+        st.blk_filter[at].k0 = P.UNDECIDED
 
 
 @njit(cache=True)

@@ -16,21 +16,6 @@ from .cells import cell_of, decode_key, level_key
 NO_WORDS = np.zeros(0, dtype=np.int32)  # ``scan``'s words when no candidate is decided by its entry
 
 
-@njit(cache=True)
-def _has_entry(st, key, entry):
-    p = P.lookup(st.h_keys, st.h_vals, key)
-    if p < 0:
-        return False
-    b = st.p_head[p]
-    while b >= 0:
-        cnt = P.B if b != st.p_tail[p] else st.p_fill[p]
-        for i in range(cnt):
-            if st.blk_data[b * P.B + i] == entry:
-                return True
-        b = st.blk_next[b]
-    return False
-
-
 @njit(inline="always", cache=True)
 def kw_bit(w):
     """The bit of keyword id ``w`` in a 32-bit keyword signature (Fibonacci hashing: ids

@@ -66,7 +66,8 @@ class Grid(NamedTuple):
     """A compiled grid (:class:`skpubsub.index.cgrid.CompiledGrid`): per-slot records
     (``slots``: epoch, stamp, box, pkth, tok, nkw, kw0, level, pending), its posting store,
     geometry (``geo``: x1, y1, width, height, maxdist; ``lmax``, ``max_cells``), CkQST's cost
-    model (``counts``, ``theta_n``, ``warm_n``), keyword frequencies, the prefix filter
+    model (``counts``, ``theta_n``, ``warm_n``), keyword frequencies (``freq``: objects that
+    carry each; ``refs``: the vocabulary's holders of each, ``placing.rarest``), the prefix filter
     (``prefix`` on while top-k slots exist, ``rb`` its bounds) and the last scan stamp."""
 
     slots: np.ndarray
@@ -78,6 +79,7 @@ class Grid(NamedTuple):
     theta_n: float
     warm_n: int
     freq: np.ndarray
+    refs: np.ndarray
     rb: np.ndarray
     prefix: bool
     stamp_next: np.ndarray

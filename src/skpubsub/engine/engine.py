@@ -291,7 +291,7 @@ class Engine:
             exps = None
         kws = b.keywords  # one lookup pass for the run (codes: an array pass, ``Vocabulary.ids_of``)
         kw_ids = self.vocab.ids_of(kws) if type(kws) is Words else self.vocab.ids(list(chain.from_iterable(kws)))
-        self._held.append(kw_ids)  # counted at the end of the apply (``_recycle_keywords``)
+        self.vocab.hold(kw_ids)  # counted before they are placed: ``placing.rarest`` reads the holders
         slots = self.subs.add_many(b, kw_ids)
         self.index.insert_many(slots)
         if exps is not None:

@@ -33,7 +33,7 @@ from ..core.borrow import borrowed
 from ..core.scoring import carries_all, topk_key_ids
 from ..index.aoiq import probe_tokens
 from ..index.cells import box_at, extent, filter_holds
-from ..index.placing import post_slot
+from ..index.placing import post_slot, rarest
 from ..index.probe import kw_sig, scan
 from ..index.nodecost import finest_cells, not_finer, slot_level, slot_level_cells
 from ..index.prefix import post_tokens, prefix_bounds, probe_classes, same_classes
@@ -375,11 +375,7 @@ def _follow(s, subs, grid, scratch, counters):
     if g.tok >= 0:  # under its own token (aoiq)
         ln = 1
     elif r.match_all and ln > 1:  # GI²: only under the least frequent keyword
-        j = off
-        for jj in range(off + 1, off + ln):
-            if freq[kw_id[jj]] < freq[kw_id[j]]:
-                j = jj
-        off = j
+        off = rarest(kw_id, off, ln, freq, grid.refs)
         ln = 1
     if best < 0:
         tmp[:] = -1

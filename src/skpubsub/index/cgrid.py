@@ -212,7 +212,7 @@ class CompiledGrid(SubscriptionIndex):
         return cached(self, (len(self._slots), st.h_keys.size, st.p_head.size, st.blk_next.size,
                              len(self.vocab.freq), len(rb), on),
                       lambda: Grid(self._slots, st, self.geo, self.lmax, self.max_cells, self.counts, self.theta_n,
-                                   self.warm_n, self.vocab.freq, rb, on, self.stamp_next))
+                                   self.warm_n, self.vocab.freq, self.vocab.refs, rb, on, self.stamp_next))
 
     def _prefixed(self, s: int) -> bool:
         return self.prefix and self.subs.cols.kind[s] == K_TOPK
@@ -242,8 +242,13 @@ class CompiledGrid(SubscriptionIndex):
             return out[:n]
         kws = self.subs.keywords(s).astype(np.int64)
         if self.subs.cols.match_all[s] and len(kws) > 1:
-            return kws[[int(np.argmin(self.vocab.freq[kws]))]]  # least frequent so far (GI²)
+            return kws[[self._rarest(kws)]]  # least frequent so far (GI²; placing.rarest)
         return kws.copy()
+
+    def _rarest(self, kws: np.ndarray) -> int:
+        """``placing.rarest`` of keyword ids ``kws``: the position of the least frequent, of
+        equals the least held, then the first."""
+        return int(np.lexsort((np.arange(len(kws)), self.vocab.refs[kws], self.vocab.freq[kws]))[0])
 
     def _cells(self, s: int) -> int:
         if self.level[s] < 0:
@@ -359,10 +364,10 @@ class CompiledGrid(SubscriptionIndex):
         c = self.subs.cols
         n = min(len(self.level), c.top)
         cand = np.flatnonzero((self.level[:n] < 0) & (self.kw0[:n] >= 0) & c.active[:n])
-        # each one's least frequent keyword, the first of equals (``np.argmin``), all at once
+        # each one's keyword by ``placing.rarest``'s order, all at once
         items, owner = segment_items(c.kw_off[cand], c.kw_len[cand])
         kws = self.subs.kw.id[items]
-        order = np.lexsort((np.arange(len(kws)), self.vocab.freq[kws], owner))
+        order = np.lexsort((np.arange(len(kws)), self.vocab.refs[kws], self.vocab.freq[kws], owner))
         first = order[np.flatnonzero(np.r_[True, owner[order][1:] != owner[order][:-1]])] if len(order) else order
         moved = cand[kws[first] != self.kw0[cand]].tolist()
         for s in moved:  # placing one changes no other's keywords or frequencies

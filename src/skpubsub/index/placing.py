@@ -62,11 +62,28 @@ def _tokens(s, subs, grid, out):
     tok = grid.slots[s].tok
     if tok < 0 and grid.prefix and r.kind == K_TOPK:  # its keyword classes at the posted rule (prefix filter)
         return post_tokens(r.kw_off, r.kw_len, subs.kw_id, grid.slots[s].pkth, r.alpha, grid.rb, out)
-    return _plain_tokens(r, tok, subs.kw_id, grid.freq, out)
+    return _plain_tokens(r, tok, subs.kw_id, grid.freq, grid.refs, out)
 
 
 @njit(inline="always", cache=True)
-def _plain_tokens(r, tok, kw_id, freq, out):
+def rarest(kw_id, off, ln, freq, refs):
+    """Where in ``kw_id[off:off+ln]`` the keyword an `all` subscription is posted under is:
+    GI²'s least frequent in the objects seen (``freq``), and among equals the one fewest
+    hold (``refs``: subscriptions, and the objects a window keeps), then the first. Before
+    any object is seen every keyword ties on ``freq``: by ``freq`` alone a subscription went
+    under its first keyword, on GeoNames its country code, which every object of that
+    country probes (range_1m: 1,623 entries read an object, 72% failing the signature;
+    index/NOTES.md, "The keyword a subscription is posted under")."""
+    best = off
+    for j in range(off + 1, off + ln):
+        a, b = kw_id[j], kw_id[best]
+        if freq[a] < freq[b] or (freq[a] == freq[b] and refs[a] < refs[b]):
+            best = j
+    return best
+
+
+@njit(inline="always", cache=True)
+def _plain_tokens(r, tok, kw_id, freq, refs, out):
     """``_tokens`` of a slot that is not a prefix-filtered top-k one (record ``r``, token
     ``tok``), inlined where it is called per slot: a compiled call taking the ``Subs`` and
     ``Grid`` bundles pays a reference count on each of their twenty-odd arrays each way."""
@@ -75,11 +92,7 @@ def _plain_tokens(r, tok, kw_id, freq, out):
         return 1
     off, ln = r.kw_off, r.kw_len
     if r.match_all and ln > 1:
-        best = off
-        for j in range(off + 1, off + ln):
-            if freq[kw_id[j]] < freq[kw_id[best]]:
-                best = j
-        out[0] = kw_id[best]
+        out[0] = kw_id[rarest(kw_id, off, ln, freq, refs)]
         return 1
     for j in range(ln):
         out[j] = kw_id[off + j]
@@ -168,7 +181,7 @@ def regions(slots, subs, grid, ext):
         elif pre:
             n = _tokens(s, subs, grid, np.empty(r.kw_len, dtype=np.int64))
         elif r.match_all:  # posted under one keyword: the kernel's kw0 test
-            n = _plain_tokens(r, np.int64(-1), subs.kw_id, grid.freq, one)
+            n = _plain_tokens(r, np.int64(-1), subs.kw_id, grid.freq, grid.refs, one)
             kw0 = one[0]
         else:
             n = r.kw_len
@@ -227,7 +240,7 @@ def entries_of(slots, subs, grid, toks, keys, ents, filters):
     sl = grid.slots
     lmax = grid.lmax
     stride = np.int64((4 ** (lmax + 1) - 1) // 3)  # level_key's: cells on all levels
-    kw_id, freq = subs.kw_id, grid.freq
+    kw_id, freq, refs = subs.kw_id, grid.freq, grid.refs
     n = 0
     for s in slots:
         r = subs.rec[s]
@@ -235,7 +248,7 @@ def entries_of(slots, subs, grid, toks, keys, ents, filters):
         if tok < 0 and grid.prefix and r.kind == K_TOPK:
             m = _tokens(s, subs, grid, toks)
         else:
-            m = _plain_tokens(r, tok, kw_id, freq, toks)
+            m = _plain_tokens(r, tok, kw_id, freq, refs, toks)
         level = np.int64(sl[s].level)
         box = sl[s].box
         entry = (np.int64(s) << 32) | sl[s].epoch
@@ -354,6 +367,7 @@ class _Tokens(NamedTuple):
     prefix: bool
     rb: np.ndarray
     freq: np.ndarray
+    refs: np.ndarray
 
 
 # -- one slot at a time: the arrays bundled once, in a structref -----------------------------
@@ -444,7 +458,7 @@ def place_slot(s, one, assign):
     sl.level = level
     sl.pending = False
     toks = one.toks
-    n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq), toks)
+    n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq, one.refs), toks)
     sl.nkw = n
     sl.kw0 = toks[0] if r.match_all and n == 1 and sl.tok < 0 else -1  # place's rule (refresh reads it)
     sl.sig = _sig(r, kw_id)

@@ -43,6 +43,14 @@ def _points(rect: list[float]) -> list[tuple[float, float]]:
 @st.composite
 def streams(draw):
     n = draw(st.integers(1, 6))
+    # objects first, away from every rectangle (the words held by a subscription there, so
+    # that they are counted): their keywords make some other than a subscription's first the
+    # least frequent, the one it is posted under (``placing.rarest``)
+    far = [{"op": "sub", "id": "far", "t": 0, "kind": "range", "rect": [90.0, 70.0, 91.0, 71.0],
+            "keywords": WORDS, "match": "any"}]
+    far += [{"op": "pub", "id": f"f{i}", "t": 0, "x": 100.0, "y": 80.0, "keywords": kws}
+            for i, kws in enumerate(draw(st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3,
+                                                           unique=True), max_size=4)))]
     subs = []
     for i in range(n):
         x1, y1 = draw(st.sampled_from(EDGES)), draw(st.sampled_from(EDGES))
@@ -50,7 +58,7 @@ def streams(draw):
         kws = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=4, unique=True))
         subs.append({"op": "sub", "id": f"s{i}", "t": 0, "kind": "range", "rect": [x1, y1, x1 + w, y1 + h],
                      "keywords": kws, "match": draw(st.sampled_from(["all", "any"]))})
-    events, t = list(subs), 1
+    events, t = far + subs, 1
     for j in range(draw(st.integers(1, 4))):
         s = draw(st.sampled_from(subs))
         for k, (x, y) in enumerate(_points(s["rect"])):
@@ -111,12 +119,37 @@ def test_a_slot_posted_again_leaves_no_deciding_entry(index, again):
     assert eng.apply([gate.admit(dict(pub, id=f"q{i}", t=4)) for i in range(3)]) == []
 
 
+@pytest.mark.parametrize("index", ["auto", "gi2"])
+@pytest.mark.parametrize("kws", [["a", "b"], ["a", "b", "c", "d"]])
+def test_an_entry_checks_all_but_the_keyword_it_is_posted_under(index, kws):
+    """Objects carrying ``a`` come first, so a subscription to ``kws`` goes under ``b``
+    (``placing.rarest``) and its entries check the others, ``a`` among them: an object
+    in its rectangle that lacks only ``a`` is no match, one with all of them is."""
+    gate = Gate()
+    eng = make_engine(index, Window.parse("none"), Space())
+    first = [{"op": "sub", "id": "y", "t": 0, "kind": "range", "rect": [9, 9, 9.5, 9.5], "keywords": ["a"],
+              "match": "all"}]  # (a word nobody holds is not counted: ``Vocabulary.known``)
+    first += [{"op": "pub", "id": f"f{i}", "t": 0, "x": 50.0, "y": 50.0, "keywords": ["a"]} for i in range(3)]
+    sub = {"op": "sub", "id": "x", "t": 0, "kind": "range", "rect": [0.1, 0.1, 0.2, 0.2], "keywords": kws,
+           "match": "all"}
+    eng.apply([gate.admit(r) for r in first + [sub]])
+    ix = eng.index.kernel_grid
+    assert eng.vocab.words[int(ix.kw0[eng.subs.slot_of["x"]])] == "b"
+    many = [f"z{i}" for i in range(96)]  # (their signature has every bit: only the entry's keywords rule out)
+    pubs = [{"op": "pub", "id": "lacks_a", "t": 1, "x": 0.15, "y": 0.15, "keywords": kws[1:] + many},
+            {"op": "pub", "id": "all", "t": 1, "x": 0.15, "y": 0.15, "keywords": many + kws}]
+    assert eng.apply([gate.admit(r) for r in pubs]) == [Match("x", 1, "all")]
+    assert eng.stats["decided"] == 1  # the match decided by the entry, the other ruled out by it
+    compare(first + [sub] + pubs, "none", Space(), engine_factory(index), batch_seed=1)
+
+
 def test_entries_decide_most_range_candidates():
     """The decision is taken (not every candidate left to the records): an object inside
-    the rectangles of subscriptions with one to three keywords it carries."""
+    the rectangles of subscriptions with one to four keywords it carries (all but the one
+    each is posted under checked by its entry)."""
     eng = make_engine("auto", Window.parse("none"), Space())
     subs = [{"op": "sub", "id": i, "t": 0, "kind": "range", "rect": [0.1, 0.1, 0.9, 0.9],
-             "keywords": WORDS[: 1 + i % 3], "match": "all"} for i in range(60)]
+             "keywords": WORDS[: 1 + i % 4], "match": "all"} for i in range(60)]
     gate = Gate()
     evs = [gate.admit(r) for r in subs + [{"op": "pub", "id": "o", "t": 1, "x": 0.5, "y": 0.5, "keywords": WORDS}]]
     eng.apply(evs)

@@ -38,7 +38,7 @@ def post_slot(st, subs, slots, s, kws, lmax, maxdist):
     entry = (np.int64(s) << 32) | g.epoch
     level = np.int64(g.level)
     box = g.box
-    fb = entry_filter(subs.rec[s], g, subs.kw_id, maxdist)
+    fb = entry_filter(subs.rec[s], g, subs.kw_id, maxdist, kws[0] if len(kws) == 1 else -1)
     n = 0
     for w in kws:
         if level < 0:
@@ -109,26 +109,38 @@ def _sig(r, kw_id):
 
 
 @njit(inline="always", cache=True)
-def entry_filter(r, g, kw_id, maxdist):
+def entry_filter(r, g, kw_id, maxdist, posted):
     """The filter posted beside each entry of record ``r``'s slot ``g`` (``postings.FILTER``,
     what ``probe._read_list`` tests before the slot's records), set where the slot is placed:
     ``cells.filter_box`` at the slot's ``pkth``, its signature (``_sig``) and, for a range
-    subscription that must match all of two or three keywords, those (``kw_id``'s), so that
-    the entry may decide the kernel's test alone (``probe.decided``). They hold while its
-    entries live: a range rectangle and the keywords never change, and a kNN or top-k region
-    that grows past its filter is posted again (``cells.filter_holds``)."""
+    subscription that must match all of its keywords, those an object that finds the entry
+    must still be checked for: all but ``posted``, the one keyword its entries go under (-1:
+    several tokens, or one that is no keyword), which every object that reads the entry
+    carries. Three at most (else the records decide, ``UNDECIDED``), so that the entry may
+    decide the kernel's test alone (``probe.decided``): range_1m's subscriptions of four
+    keywords decide too. They hold while its entries live: a range rectangle and the keywords
+    never change, and a kNN or top-k region that grows past its filter is posted again
+    (``cells.filter_holds``)."""
     x1, y1, x2, y2 = filter_box(r, g.pkth, maxdist)
     k0 = k1 = k2 = np.int32(-1)
-    if r.kind == K_RANGE:
-        ln, off = r.kw_len, r.kw_off
-        if ln > 3 or not r.match_all and ln > 1:  # four or more to test, or posted under each: the records
-            k0 = np.int32(P.UNDECIDED)
-        elif ln > 1:  # all of two or three (one: found under it, the kernel's test passes)
-            k0, k1 = np.int32(kw_id[off]), np.int32(kw_id[off + 1])
-            if ln == 3:
-                k2 = np.int32(kw_id[off + 2])
-    else:
+    if r.kind != K_RANGE or not r.match_all and r.kw_len > 1:  # not a range one, or posted under each
         k0 = np.int32(P.UNDECIDED)
+    elif r.match_all:  # (any of one: found under it, the kernel's test passes)
+        n = 0
+        for j in range(r.kw_off, r.kw_off + r.kw_len):
+            w = np.int32(kw_id[j])
+            if w == posted:
+                continue
+            if n == 0:
+                k0 = w
+            elif n == 1:
+                k1 = w
+            elif n == 2:
+                k2 = w
+            else:  # four or more to test: the records
+                k0, k1, k2 = np.int32(P.UNDECIDED), np.int32(-1), np.int32(-1)
+                break
+            n += 1
     return x1, y1, x2, y2, np.uint32(g.sig), k0, k1, k2
 
 
@@ -142,7 +154,7 @@ def filters_of(slots, subs, sl, maxdist, out):
     for i in range(len(slots)):
         s = slots[i]
         f = out[i]
-        P.put_filter(f, entry_filter(subs.rec[s], sl[s], subs.kw_id, maxdist))
+        P.put_filter(f, entry_filter(subs.rec[s], sl[s], subs.kw_id, maxdist, sl[s].kw0))
         if extent(subs.rec[s], maxdist, ext):
             bad += not (f.x1 <= ext[0] and f.y1 <= ext[1] and ext[2] <= f.x2 and ext[3] <= f.y2)
         else:
@@ -252,7 +264,7 @@ def entries_of(slots, subs, grid, toks, keys, ents, filters):
         level = np.int64(sl[s].level)
         box = sl[s].box
         entry = (np.int64(s) << 32) | sl[s].epoch
-        fb = entry_filter(r, sl[s], kw_id, grid.geo[4])
+        fb = entry_filter(r, sl[s], kw_id, grid.geo[4], toks[0] if m == 1 else -1)
         if level < 0:
             for w in toks[:m]:
                 n = _entry(keys, ents, filters, n, -(np.int64(w) + 1), entry, fb)

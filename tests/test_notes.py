@@ -309,6 +309,26 @@ def test_group_rows_is_the_stable_lexsort(runs, sseq, rnd):
         p = (pubs[-1] if pubs else 0) + step
         pubs += [p] * m
         slots += [rnd.randrange(12) for _ in range(m)]
+    _grouped_as_lexsort(pubs, slots, sseq)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.lists(st.lists(st.integers(0, 11), max_size=30), max_size=20)),
+                min_size=1, max_size=4),
+       st.lists(st.integers(0, 6), min_size=12, max_size=12))
+def test_group_rows_of_sorted_runs_is_the_stable_lexsort(pubs_runs, sseq):
+    """The kernel's shape: a pub's rows are a few ascending runs of slots (one a posting
+    list it read), merged (``_merge_runs``) up to ``RUNS`` runs, sorted past them."""
+    pubs, slots = [], []
+    for step, runs in pubs_runs:
+        p = (pubs[-1] if pubs else 0) + step
+        for run in runs:
+            pubs += [p] * len(run)
+            slots += sorted(run)
+    _grouped_as_lexsort(pubs, slots, sseq)
+
+
+def _grouped_as_lexsort(pubs: list[int], slots: list[int], sseq: list[int]) -> None:
     if not pubs:
         return
     seq = np.array(sseq, dtype=np.int64)

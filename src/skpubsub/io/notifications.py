@@ -111,9 +111,54 @@ def _cancel(objs, keys, koff, lo, hi, o):
     return False
 
 
-SMALL = 32  # a pub's rows up to this many are sorted in place (insertion), more by a merge sort
+SMALL = 32  # a pub's rows up to this many are sorted in place (insertion), more by merging runs (``_merge_runs``)
+RUNS = 16  # more ascending runs than this in a pub's rows: a plain sort
 _TABLE_READ = threading.Lock()  # a subscription table read by slot, or a Notes resolved (``Notes.resolve``)
 _LOW = 24  # packed keys: seq << _LOW | the row's place among its pub's rows (unique: stable)
+
+
+@njit(inline="always", cache=True)
+def _merge_runs(a, lo, hi, tmp, starts):
+    """Sort ``a[lo:hi]`` by merging its ascending runs pairwise (``tmp``, ``starts``: scratch
+    over the same range). A pub's rows come from a few posting lists, each read in slot
+    order, so they are a few sorted runs (range_1m: 133 rows in ~5 runs a pub): 2-3 merge
+    passes, against a quicksort's ~7 (``group_rows`` 81 -> 48 ms on range_1m's 2.4M rows).
+    More than ``RUNS`` runs: a plain sort."""
+    m = 1
+    starts[0] = lo
+    for i in range(lo + 1, hi):
+        if a[i] < a[i - 1]:
+            starts[m] = i
+            m += 1
+    if m == 1:
+        return
+    if m > RUNS:
+        a[lo:hi] = np.sort(a[lo:hi])
+        return
+    starts[m] = hi
+    src, dst = a, tmp
+    in_tmp = False
+    while m > 1:
+        k = 0
+        for r in range(0, m, 2):
+            s0, s1 = starts[r], starts[r + 1]
+            s2 = starts[r + 2] if r + 1 < m else s1
+            p, q = s0, s1
+            for o in range(s0, s2):  # (a lone last run is copied: q == s2)
+                if q >= s2 or (p < s1 and src[p] <= src[q]):
+                    dst[o] = src[p]
+                    p += 1
+                else:
+                    dst[o] = src[q]
+                    q += 1
+            starts[k] = s0
+            k += 1
+        starts[k] = hi
+        m = k
+        src, dst = dst, src
+        in_tmp = not in_tmp
+    if in_tmp:
+        a[lo:hi] = tmp[lo:hi]
 
 
 @njit(cache=True, nogil=True)  # (the GIL is free for ``run``'s writer thread)
@@ -131,6 +176,7 @@ def group_rows(rows, n, sseq, by_slot, perm, out):
     for j in range(1, n):
         if I[j] < I[j - 1]:
             return False
+    tmp, starts = np.empty(n, dtype=np.int64), np.empty(n + 1, dtype=np.int64)  # (``_merge_runs``' scratch)
     j = 0
     while j < n:
         e = j + 1
@@ -156,7 +202,7 @@ def group_rows(rows, n, sseq, by_slot, perm, out):
                         b -= 1
                     perm[b + 1] = k
             else:
-                perm[j:e] = np.sort(perm[j:e])
+                _merge_runs(perm, j, e, tmp, starts)
             for a in range(j, e):
                 perm[a] = j + (perm[a] & ((1 << _LOW) - 1))
         j = e

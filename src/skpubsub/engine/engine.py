@@ -113,7 +113,7 @@ class Engine:
         self.external = external_expiry
         self.alive_by_seq: dict[int, int] = {}  # external expiry: object seq -> slot
         self._unheld: list[np.ndarray] = []  # keyword ids of freed objects and ended subs, not yet released
-        self._held: list = []  # keyword ids of runs of new objects and subs, not yet counted
+        self._held: list = []  # keyword ids of runs of new objects, not yet counted (a run of subs: at once)
         self._refreshed = -1  # objects seen at the index's last ``refresh`` (``_settle``)
         self._lone: list[Sub] = []  # lone subscriptions not yet registered (``_hold``)
 

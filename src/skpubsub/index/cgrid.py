@@ -44,7 +44,7 @@ from .cells import box_at, decode_key, filter_holds, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
 from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, filters_of, new_one, place_slot,
-                      post_many, post_slot, region_of, regions, register_slot, undecide_slot, unplace)
+                      post_many, post_slot, rarest, region_of, regions, register_slot, undecide_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import NO_WORDS, kw_sig, scan, sweep
 
@@ -240,15 +240,11 @@ class CompiledGrid(SubscriptionIndex):
             n = post_tokens(c.kw_off[s], c.kw_len[s], self.subs.kw.id, self.pkth[s], c.alpha[s],
                             self.class_bounds(), out)
             return out[:n]
-        kws = self.subs.keywords(s).astype(np.int64)
-        if self.subs.cols.match_all[s] and len(kws) > 1:
-            return kws[[self._rarest(kws)]]  # least frequent so far (GI²; placing.rarest)
-        return kws.copy()
-
-    def _rarest(self, kws: np.ndarray) -> int:
-        """``placing.rarest`` of keyword ids ``kws``: the position of the least frequent, of
-        equals the least held, then the first."""
-        return int(np.lexsort((np.arange(len(kws)), self.vocab.refs[kws], self.vocab.freq[kws]))[0])
+        c, kw = self.subs.cols, self.subs.kw.id
+        if c.match_all[s] and c.kw_len[s] > 1:  # least frequent so far (GI²), of equals the least held
+            j = rarest(kw, c.kw_off[s], c.kw_len[s], self.vocab.freq, self.vocab.refs)
+            return kw[j:j + 1].astype(np.int64)
+        return self.subs.keywords(s).astype(np.int64)
 
     def _cells(self, s: int) -> int:
         if self.level[s] < 0:

@@ -291,12 +291,11 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
             rows = L.Rows(*(col[:n][keep] for col in rows))
             n = len(rows.s)
     if n:
-        ordered = L.rows(n)
-        if not group_rows(rows, n, sc.seq, eng.subs.in_order, np.empty(n, dtype=np.int64), ordered):  # never expected
-            keep = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
-            ordered = L.Rows(*(col[:n][keep] for col in rows))
+        order = np.empty(n, dtype=np.int64)
+        if not group_rows(rows, n, sc.seq, eng.subs.in_order, order):  # never expected
+            order = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
         nc = L.note_cols(n)
-        c = net_changes(ordered, eng.objs.cols.seq, nc, np.empty(2 * n))
+        c = net_changes(rows, order, eng.objs.cols.seq, nc, np.empty(2 * n))
         oids = eng.objs.ids
         notes = Notes(nc.i[:c], None, None, nc.match[:c], nc.add_off[: c + 1],
                       oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]],

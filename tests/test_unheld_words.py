@@ -22,7 +22,7 @@ from skpubsub.testing.reference import ReferenceEngine
 def test_known_learns_nothing_and_placeholders_are_held_for_good() -> None:
     v = Vocabulary()
     a = v.acquire(("a",))[0]
-    assert v.known(["x", "a", "y"]) == [-1, a, -1] and v.live == 1  # nothing learnt
+    assert v.known(["x", "a", "y"]).tolist() == [-1, a, -1] and v.live == 1  # nothing learnt
     ph = v.placeholders(3)
     assert len(ph) == 3 and len(set(ph.tolist())) == 3 and a not in ph.tolist()
     assert v.placeholders(2) is ph and len(v.placeholders(4)) == 4  # learnt once, on demand

@@ -165,13 +165,13 @@ def _merge_runs(a, lo, hi, tmp, starts):
 def group_rows(rows, n, sseq, by_slot, perm):
     """The order of ``rows[:n]`` (the publish kernel's, pubs in order) by (pub, subscription
     seq ``sseq[slot]``), stable (each pair's rows stay in the order they happened), into
-    ``perm[:n]``: what ``net_changes`` reads them by (the rows are not moved: a gather of
-    their seven columns was ~12% of range_1m's object phase). The kernel emits a pub's rows
+    ``perm[:n]``: what ``net_changes`` reads them by (the rows are not moved: the gather of
+    their seven columns was ~3% of range_1m's object phase). The kernel emits a pub's rows
     together and the pubs in order, so only each pub's rows are sorted, by one int64 key
     each: the seq and the row's place packed (distinct keys, so any sort is stable), sorted
-    in ``perm`` without reading ``sseq`` again. Returns False if the pubs are out of order. ``by_slot``: the live slots ascend with their seqs
-    (``SubTable.in_order``), so the slot is the key, and ``sseq``, a random read a row, is
-    not read."""
+    in ``perm`` without reading ``sseq`` again. Returns False if the pubs are out of order.
+    ``by_slot``: the live slots ascend with their seqs (``SubTable.in_order``), so the slot
+    is the key, and ``sseq``, a random read a row, is not read."""
     I, S = rows.i, rows.s
     for j in range(1, n):
         if I[j] < I[j - 1]:

@@ -32,8 +32,10 @@ from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_DECIDED, C_
 # Pubs per kernel call at most (a segment also ends before a subscription expires). Each
 # call pays a fixed cost in Python and fresh scratch of the tables' capacity (``_scratch``,
 # ``_precomputed``): at 512, range_100k's object phase took 0.32 s against 0.24 at 4,096
-# (engine/NOTES.md).
+# (engine/NOTES.md). An index that precomputes candidates (igpt, aoiq's batch) keeps
+# 512: its candidates of every pub of the call are held at once.
 SEGMENT = 8192
+SEGMENT_PRECOMPUTED = 512
 
 
 class Seg(NamedTuple):
@@ -92,7 +94,7 @@ def publish_pubs(eng, pubs: list, out: NoteBatch, tags: Tags | None = None, expi
         if limit <= times[i]:  # subscriptions end first, silently (times exact, SPEC 6); the kernel goes on
             eng._expire_subs(times[i])
             limit = eng.clock.next_sub_end
-        end = min(len(pubs), i + SEGMENT)
+        end = min(len(pubs), i + (SEGMENT_PRECOMPUTED if eng.index.precomputes else SEGMENT))
         j = i + 1 if limit < math.inf else end  # times are finite: none reaches an infinite limit
         while j < end and times[j] < limit:
             j += 1

@@ -350,7 +350,9 @@ def _grouped_as_lexsort(pubs: list[int], slots: list[int], sseq: list[int]) -> N
 
 def test_group_rows_refuses_pubs_out_of_order():
     rows = _rows_of([0, 2, 1], [0, 1, 2])
-    assert not group_rows(rows, 3, np.arange(3), False, np.empty(3, dtype=np.int64))
+    order = np.full(3, 7, dtype=np.int64)
+    assert not group_rows(rows, 3, np.arange(3), False, order)
+    assert (order == 7).all()  # nothing written
 
 
 @settings(max_examples=200, deadline=None)

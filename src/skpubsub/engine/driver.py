@@ -7,8 +7,9 @@ until the run is done: the kernel stops before an event that might not fit, and 
 drains its rows into notifications (one net change per pub and subscription), re-posts
 queued slots, reserves more and resumes. A segment ends before a subscription's expiry
 (Python ends the subscription, then the kernel goes on); a run is cut into segments of
-``SEGMENT`` pubs. ``leave_due`` makes the same calls for a step with no arrival: the
-objects due before a subscription or an unsubscription.
+``SEGMENT`` pubs (``SEGMENT_PRECOMPUTED`` for an index that precomputes candidates).
+``leave_due`` makes the same calls for a step with no arrival: the objects due before a
+subscription or an unsubscription.
 """
 
 from __future__ import annotations

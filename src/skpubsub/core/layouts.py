@@ -155,6 +155,7 @@ class Scratch(NamedTuple):
     """The publish kernel's work arrays, sized by the driver before a call (it never allocates)."""
 
     toks: np.ndarray  # an object's posting tokens
+    probe: np.ndarray  # the scan's lookups of them in stages (probe.probe_scratch)
     srt: np.ndarray  # its keywords, sorted (aoiq's pairs)
     cands: np.ndarray  # candidate slots of one object
     hold_s: np.ndarray  # holders of the objects leaving before one pub: slot

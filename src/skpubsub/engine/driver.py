@@ -23,6 +23,7 @@ import numpy as np
 from ..core import layouts as L
 from ..index.aoiq import probe_room
 from ..index.prefix import NC
+from ..index.probe import probe_scratch
 from ..io.notifications import NoteBatch, Notes, group_rows, net_changes
 from ..store.objects import pub_columns
 from ..core.clock import RunPlan
@@ -182,8 +183,9 @@ def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
     ix = eng.index.kernel_grid
     exp_obj = run.exp_obj
     m_kw = int(max(np.diff(run.kwoff).max(), oc.kw_len[exp_obj].max() if len(exp_obj) else 0))
+    n_toks = probe_room(m_kw, ix.directory) + NC * m_kw
     return L.Scratch(
-        toks=np.empty(probe_room(m_kw, ix.directory) + NC * m_kw, dtype=np.int64),
+        toks=np.empty(n_toks, dtype=np.int64), probe=probe_scratch(n_toks, ix.lmax),
         srt=np.empty(m_kw, dtype=np.int64), cands=np.empty(sc.capacity, dtype=np.int64),
         hold_s=np.empty(cap, dtype=np.int64), hold_p=np.empty(cap, dtype=np.int64),
         old_o=np.empty(subs.max_k, dtype=np.int64), old_k=np.empty(subs.max_k),

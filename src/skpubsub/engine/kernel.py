@@ -29,7 +29,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ..core import postings as P
 from ..core.borrow import borrowed
+from ..core.columns import LINE
 from ..core.scoring import carries_all, topk_key_ids
 from ..index.aoiq import probe_tokens
 from ..index.cells import box_at, extent, filter_holds
@@ -48,6 +50,7 @@ from ..store.subscriptions import K_KNN, K_RANGE, K_TOPK
 N_COUNTERS = 16
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
+AHEAD = 8  # candidates ahead whose lines are asked for while one is verified
 
 
 @njit(cache=True, nogil=True)  # (the GIL is free for ``run``'s writer thread)
@@ -112,7 +115,8 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 nt = probe_tokens(okw, directory, srt, toks)
                 if prefix:
                     nt = probe_classes(okw, toks, nt)
-                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once, okw[:0])
+                nc = scan(o_x[o], o_y[o], toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once, okw[:0],
+                           scratch.probe)
             if len(pe_off) > 1:
                 nc = _join(pe[pe_off[e]:pe_off[e + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
             found = 0
@@ -190,11 +194,15 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             nt = probe_tokens(okw, directory, srt, toks)
             if prefix:
                 nt = probe_classes(okw, toks, nt)
-            nc = scan(x, y, toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once, okw)
+            nc = scan(x, y, toks[:nt], stamp_next[0], active, grid, cands, kw_sig(okw), once, okw, scratch.probe)
         if len(pc_off) > 1:
             nc = _join(pc[pc_off[i]:pc_off[i + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
         counters[C_CAND] += nc
+        for c in range(min(nc, AHEAD)):
+            _ask(cands[c], kind, kw_off, sr, kw_id)
         for c in range(nc):
+            if c + AHEAD < nc:
+                _ask(cands[c + AHEAD], kind, kw_off, sr, kw_id)
             s = cands[c]
             if s < 0:  # a range match its entry decided (probe.scan): no record read
                 _emit(i, ~s, o, 0.0, -2, 0.0, 0, rows, counters)
@@ -250,6 +258,18 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 if pos < kk:  # entered the result (below the first k nothing changes)
                     _emit(i, s, o, key, left, left_key, 0, rows, counters)
     return n, DONE
+
+
+@njit(inline="always", cache=True)
+def _ask(s, kind, kw_off, sr, kw_id):
+    """Ask for what verifying candidate ``s`` reads beyond its record's first line (which the
+    scan read): its keywords and, but for a range subscription, the second line (``kth``,
+    the buffer's place). Verifying waited on both, one candidate after another
+    (engine/NOTES.md, "Candidates asked for ahead")."""
+    if s >= 0:
+        P.prefetch_read(kw_id, kw_off[s])
+        if kind[s] != K_RANGE:
+            P.prefetch_read_at(sr, s, LINE)
 
 
 @njit(inline="always", cache=True)

@@ -46,7 +46,7 @@ from .pairs import Cost, new_book
 from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, filters_of, new_one, place_slot,
                       post_many, post_slot, rarest, region_of, regions, register_slot, undecide_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
-from .probe import NO_WORDS, kw_sig, scan, sweep
+from .probe import NO_WORDS, kw_sig, probe_scratch, scan, sweep
 
 # Per-slot fields, one record a slot (columns.records): a posting entry's liveness test
 # (postings.read: epoch, level, box) and the scan's stamp read one cache line.
@@ -442,7 +442,8 @@ class CompiledGrid(SubscriptionIndex):
         self.fit(self.subs.cols.capacity - 1)
         cands = np.empty(len(self.epoch), dtype=np.int64)
         self.stamp_next[0] += 1
-        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands, sig, False, NO_WORDS)
+        n = scan(x, y, tokens, self.stamp_next[0], self.subs.cols.active, self.layout, cands, sig, False, NO_WORDS,
+                 probe_scratch(len(tokens), self.lmax))
         return np.sort(cands[:n])
 
     @property

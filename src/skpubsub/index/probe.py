@@ -33,7 +33,7 @@ def kw_sig(kws):
 
 
 @njit(cache=True)
-def scan(x, y, okw, st, active, grid, cands, osig, once, words):
+def scan(x, y, okw, st, active, grid, cands, osig, once, words, probe):
     """Live slots posted under tokens ``okw`` in the cells of (x, y) on every level or
     globally, each once (``slots.stamp = st``, a stamp not used before), into ``cands``;
     compacts the lists it reads. Returns how many. The publish kernel's probe too.
@@ -52,18 +52,30 @@ def scan(x, y, okw, st, active, grid, cands, osig, once, words):
     failures rejected before the slot's records are read (index/NOTES.md, "Keyword
     signatures", "Entry filters").
 
+    ``probe``: scratch of at least ``3 * len(okw) * (lmax + 2)`` (``probe_scratch``). The
+    lists are looked up in stages, each asking for the next stage's cache lines of every
+    list before reading any (the level summaries, the hash slots, the list heads, the first
+    blocks): one after another, each list's lookup was a chain of four misses
+    (index/NOTES.md, "The scan's lookups in stages"). The lists are read in the order of
+    before: tokens as given, levels ascending.
+
     ``postings.read`` with the grid's ``entry_id`` written out in the loop, over arrays bound
     once here: passed to a compiled call per list (or per entry), the store's and the
     records' arrays cost an atomic reference count each way (index/NOTES.md, "scan")."""
     geo, lmax, store = grid.geo, grid.lmax, grid.store
-    h_keys, h_vals = store.h_keys, store.h_vals
+    h_keys, h_vals, lv, p_head, blk_filter = store.h_keys, store.h_vals, store.lv, store.p_head, store.blk_filter
     lists = _lists(store, active, grid.slots)
     x0, y0, width, height = geo[0], geo[1], geo[2], geo[3]
-    nc = 0
     every = (np.int64(1) << (lmax + 2)) - 1
+    m = len(probe) // 3
+    keys, levels, cells = probe[:m], probe[m:2 * m], probe[2 * m:3 * m]
     for w in okw:
-        # The levels where w may have a list (bit 0 global, bit l + 1 level l), in ascending
-        # order as before: the others are not probed (a hash lookup each, mostly a miss).
+        P.prefetch_read(lv, np.int64(w) & (len(lv) - 1))  # (levels_of's; a hint: no summary kept does no harm)
+    # Every (token, level) key where the token may have a list (bit 0 the global list, bit
+    # l + 1 level l): the other levels are not probed (a hash lookup each, mostly a miss).
+    nk = 0
+    mask = len(h_keys) - 1
+    for w in okw:
         bits = P.levels_of(store, w) & every
         level = -2
         while bits:
@@ -79,11 +91,44 @@ def scan(x, y, okw, st, active, grid, cands, osig, once, words):
                 cx = cell_of(x, x0, width, 1 << level)
                 cy = cell_of(y, y0, height, 1 << level)
                 key = level_key(w, level, cx, cy, lmax)
-            p = P.find(h_keys, h_vals, key)
-            if p < 0:
-                continue
-            nc = _read_list(p, (level, cx, cy, x, y, words), lists, st, cands, nc, ~osig, once)
+            keys[nk] = key
+            levels[nk] = level
+            cells[nk] = (np.int64(cx) << 32) | cy
+            nk += 1
+            i = (key * 0x9E3779B97F4A7C15) & mask  # find's first slot
+            P.prefetch_read(h_keys, i)
+            P.prefetch_read(h_vals, i)
+    n = 0  # the lists found, in place of their keys
+    for j in range(nk):
+        p = P.find(h_keys, h_vals, keys[j])
+        if p < 0:
+            continue
+        keys[n] = p
+        levels[n] = levels[j]
+        cells[n] = cells[j]
+        n += 1
+        P.prefetch_read(p_head, p)
+        P.prefetch_read(store.p_tail, p)
+        P.prefetch_read(store.p_fill, p)
+    B = P.B
+    for j in range(n):
+        rb = np.int64(p_head[keys[j]])
+        if rb >= 0:
+            P.prefetch_read(store.blk_next, rb)
+            P.prefetch_read(store.blk_data, rb * B)
+            for q in range(0, B, 2):  # the block's four lines of filters (32 bytes each)
+                P.prefetch_read(blk_filter, rb * B + q)
+    nc = 0
+    for j in range(n):
+        c = cells[j]
+        nc = _read_list(keys[j], (levels[j], c >> 32, c & 0xFFFFFFFF, x, y, words), lists, st, cands, nc, ~osig,
+                        once)
     return nc
+
+
+def probe_scratch(n_tokens: int, lmax: int) -> np.ndarray:
+    """``scan``'s ``probe`` scratch for up to ``n_tokens`` tokens on a grid of ``lmax``."""
+    return np.empty(3 * max(1, n_tokens) * (lmax + 2), dtype=np.int64)
 
 
 @njit(inline="always", cache=True)

@@ -46,9 +46,39 @@ class Seg(NamedTuple):
     times: tuple
     seqs: tuple
     exps: list | None  # exact expiries (time window, own clock), else None
-    slots: list
+    slots: list  # object slots (codes into ``transient``'s columns when given)
     kwoff: np.ndarray
     kw: np.ndarray
+    transient: Transient | None = None
+
+
+class Transient(NamedTuple):
+    """A run's objects kept out of the object table: under window ``none`` with no kNN or
+    top-k subscription live, nothing can hold an object past its own arrival, so storing and
+    freeing each (~20% of range_10k's object phase) buys nothing. The kernel's object codes
+    are then positions in the run, and these columns (by position) stand for the table's
+    (engine/NOTES.md, "Objects nobody can hold are not stored")."""
+
+    x: np.ndarray
+    y: np.ndarray
+    wo: np.ndarray
+    seq: np.ndarray
+    ids: np.ndarray  # (objects: the notifications' ids)
+
+    @classmethod
+    def of(cls, eng, cols, lens: np.ndarray) -> "Transient":
+        n = len(lens)
+        ids = np.empty(n, dtype=object)
+        ids[:] = cols.id
+        return cls(np.fromiter(cols.x, np.float64, n), np.fromiter(cols.y, np.float64, n),
+                   1.0 / np.sqrt(lens), np.fromiter(cols.seq, np.int64, n), ids)  # scoring.object_weight
+
+
+def transient(eng) -> bool:
+    """Can no object of the next run be held (``Transient``)? Window ``none`` (no object stays
+    alive), no kNN or top-k subscription live, the engine's own clock (a worker's expiry
+    lists name objects by slot), candidates found by the scan alone."""
+    return not (eng.window.retains or eng.subs.holders or eng.external or eng.index.precomputes)
 
 
 class Tags:
@@ -87,8 +117,16 @@ def publish_pubs(eng, pubs: list, out: NoteBatch, tags: Tags | None = None, expi
     under external expiry, the seqs of the objects that leave before each pub."""
     cols = pub_columns(pubs)
     times, seqs = cols.t, cols.seq
-    exps = _expiries(eng, cols)
-    slots, kwoff, kw = eng.add_run(pubs, cols, exps)
+    tr = None
+    if transient(eng):
+        exps = None
+        eng.stats["objects"] += len(pubs)
+        kw, kwoff, lens = eng.vocab.of_run(cols.keywords, False)
+        tr = Transient.of(eng, cols, lens)
+        slots = list(range(len(pubs)))  # codes: positions in the run
+    else:
+        exps = _expiries(eng, cols)
+        slots, kwoff, kw = eng.add_run(pubs, cols, exps)
     eng.index.refresh(eng.stats["objects"])  # the run's keywords are counted: review `all` postings
     i = 0
     while i < len(pubs):
@@ -101,10 +139,11 @@ def publish_pubs(eng, pubs: list, out: NoteBatch, tags: Tags | None = None, expi
         while j < end and times[j] < limit:
             j += 1
         seg = Seg(times[i:j], seqs[i:j], exps[i:j] if exps is not None else None, slots[i:j],
-                  kwoff[i:j + 1] - kwoff[i], kw[kwoff[i]:kwoff[j]])
+                  kwoff[i:j + 1] - kwoff[i], kw[kwoff[i]:kwoff[j]], tr)
         done = _segment(eng, seg, expire[i:j] if expire else None, out, tags, i)
         i += done
         if done < j - i + done:  # stopped: a holder not found through the index (never expected)
+            assert tr is None, "a transient run has no expiries"
             _extend(out, tags, eng.apply_one(pubs[i], slots[i], expire[i] if expire else ()), i)
             i += 1
 
@@ -198,14 +237,16 @@ def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
 def _segment(eng, seg: Seg, expire: list | None, out: NoteBatch, tags: Tags | None, base: int) -> int:
     """Run the kernel over the pubs of ``seg``; returns how many it applied (all but on a
     missing holder)."""
-    oc = eng.objs.cols
+    tr = seg.transient
+    oc = eng.objs.cols if tr is None else tr
     plan = _plan(eng, seg, expire)
     b_obj = np.array(seg.slots, dtype=np.int64)
     run = L.Run(b_obj, oc.x[b_obj], oc.y[b_obj], seg.kwoff, seg.kw, oc.wo[b_obj], plan.off, plan.keys,
                 eng.window.retains)
-    done, status, dead = _kernel(eng, run, seg.times, out, tags, base)
+    done, status, dead = _kernel(eng, run, seg.times, out, tags, base, names=None if tr is None else (tr.ids, tr.seq))
     eng.index.kernel_grid.count(run.x[:done], run.y[:done])  # after the fact: a level choice is cost, never results
-    _sync(eng, seg, plan, dead, done)
+    if tr is None:
+        _sync(eng, seg, plan, dead, done)
     return done
 
 
@@ -230,10 +271,11 @@ def leave_due(eng, t, gone: list[int], out: NoteBatch, skip: int = -1, tags: Tag
         eng._expire_objects(gone)
 
 
-def _kernel(eng, run: L.Run, times, out: NoteBatch, tags: Tags | None, base: int, skip: int = -1
-            ) -> tuple[int, int, list[int]]:
+def _kernel(eng, run: L.Run, times, out: NoteBatch, tags: Tags | None, base: int, skip: int = -1,
+            names: tuple | None = None) -> tuple[int, int, list[int]]:
     """Kernel calls over ``run`` until it is done or stops on a missing holder, each call's
-    rows drained into ``out``; returns (pubs applied, status, objects that left)."""
+    rows drained into ``out``; returns (pubs applied, status, objects that left). ``names``:
+    the objects' (ids, seqs) by code, when not the table's (``Transient``)."""
     sc, top = eng.subs.cols, eng.index
     ix = top.kernel_grid  # the compiled grid the kernel scans (igpt keeps range and knn in one)
     ix.fit(sc.capacity - 1)
@@ -261,7 +303,7 @@ def _kernel(eng, run: L.Run, times, out: NoteBatch, tags: Tags | None, base: int
                                   pre, scratch, rows, counters)
         if top.tracks_scores:
             changed.append(np.unique(rows.s[: counters[C_OUT]]))
-        _drain(eng, times, counters, rows, scratch, dead, out, tags, base, skip)
+        _drain(eng, times, counters, rows, scratch, dead, out, tags, base, skip, names)
         if run.retains:
             eng.alive.added(nxt - start, int(run.kwoff[nxt] - run.kwoff[start]))
         if status != STOP_FULL:
@@ -280,7 +322,7 @@ def _kernel(eng, run: L.Run, times, out: NoteBatch, tags: Tags | None, base: int
 
 
 def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, out: NoteBatch, tags: Tags | None,
-           base: int, skip: int = -1) -> None:
+           base: int, skip: int = -1, names: tuple | None = None) -> None:
     """Turn one kernel call's rows into notifications, one net change per (pub, subscription)
     (SPEC section 6), appended to ``out`` as columns (none for slot ``skip``); re-post queued
     slots; collect the objects that left."""
@@ -304,8 +346,8 @@ def _drain(eng, times, counters, rows: L.Rows, scratch: L.Scratch, dead: list, o
         if not group_rows(rows, n, sc.seq, eng.subs.in_order, order):  # never expected
             order = np.lexsort((sc.seq[rows.s[:n]], rows.i[:n]))  # stable: a pair's rows stay in order
         nc = L.note_cols(n)
-        c = net_changes(rows, order, eng.objs.cols.seq, nc, np.empty(2 * n))
-        oids = eng.objs.ids
+        oids, oseq = (eng.objs.ids, eng.objs.cols.seq) if names is None else names
+        c = net_changes(rows, order, oseq, nc, np.empty(2 * n))
         notes = Notes(nc.i[:c], None, None, nc.match[:c], nc.add_off[: c + 1],
                       oids[nc.add_obj[: nc.add_off[c]]], nc.rem_off[: c + 1], oids[nc.rem_obj[: nc.rem_off[c]]],
                       codes=(nc.s[:c], nc.add_obj[: nc.add_off[c]], nc.rem_obj[: nc.rem_off[c]]), times=times,

@@ -533,15 +533,7 @@ class Engine:
         distinct, as every reader expects (NOTES)."""
         n = len(evs)
         self.stats["objects"] += n
-        words = list(chain.from_iterable(cols.keywords))
-        lens = np.fromiter(map(len, cols.keywords), np.int64, n)
-        off = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lens, out=off[1:])
-        if self.window.retains:  # one lookup pass for the run, new words learnt
-            kw = np.fromiter(self.vocab.ids(words), np.int32, len(words))  # converted once: counted, held, stored
-        else:  # no object stays alive: words nobody holds are not learnt (learning was ~20% of a run)
-            kw = self.vocab.known_runs(words, off, lens)
-        self.vocab.count_many(kw)  # one array call: a ``count`` per object cost more than its kernel
+        kw, off, lens = self.vocab.of_run(cols.keywords, self.window.retains)
         self._held.append(kw)  # held until the slots are freed
         kind = self.window.kind
         if kind == "none":  # never leave: clock.expiry is inf for all

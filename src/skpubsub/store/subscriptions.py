@@ -108,6 +108,9 @@ class SubTable(Laid):
         # High-water marks of k, kb and keyword counts (the kernels' scratch is sized by them
         # per run; a max over every slot each run cost more than the run on small runs).
         self.max_k = self.max_kb = self.max_kw = 1
+        # Active kNN and top-k subscriptions: while there are none, no object can be held
+        # (under window none the engine then keeps no object: ``driver.Transient``).
+        self.holders = 0
         self._kb: dict[int, int] = {}  # k -> kb (``claim``)
         self._lent: list[weakref.ref] = []  # notifications naming slots by code (``lend``)
         # Every slot taken so far above the ones before, with a seq above theirs: the live
@@ -126,6 +129,9 @@ class SubTable(Laid):
         state.setdefault("in_order", False)
         state.setdefault("_last", (-1, -1))
         self.__dict__.update(state)
+        if "holders" not in state:  # (a state pickled before the count)
+            c = self.cols
+            self.holders = int(np.count_nonzero(c.active[: c.top] & (c.kind[: c.top] != K_RANGE)))
 
     def lend(self, notes) -> None:
         """``notes`` name their subscriptions by slot (``Notes.table`` is ``ids``): ``remove``
@@ -195,6 +201,7 @@ class SubTable(Laid):
                                                  math.inf, 0.0, 0, 0, 0, 0, ev.seq, expires)
             return s, off, None
         k = ev.k
+        self.holders += 1
         try:
             kb = self._kb[k]
         except (KeyError, AttributeError):  # (a snapshot from before ``_kb``)
@@ -271,6 +278,7 @@ class SubTable(Laid):
             rect = np.fromiter(chain.from_iterable(rects), np.float64, 4 * nrng).reshape(nrng, 4)
             rs = at if nrng == n else slots[rng]
             c.rx1[rs], c.ry1[rs], c.rx2[rs], c.ry2[rs] = rect.T
+        self.holders += n - nrng
         if nrng < n:  # kNN and top-k: their unit weights and result segments
             nr = None if not nrng else np.flatnonzero(~rng)
             pick = (lambda col: col) if nr is None else (lambda col: [col[i] for i in nr.tolist()])
@@ -317,6 +325,7 @@ class SubTable(Laid):
         self.kw.release(int(c.kw_off[s]), int(c.kw_len[s]))
         if c.kind[s] != K_RANGE:
             self.res.release(int(c.res_off[s]), int(c.kb[s]))
+            self.holders -= 1
         del self.slot_of[self.ids[s]]
         if self._lent:
             self._recall()
@@ -362,6 +371,7 @@ class SubTable(Laid):
         in_use[np.asarray(c._free, dtype=np.int64)] = False
         assert np.array_equal(act, np.flatnonzero(in_use)), "active slots differ from the slots in use"
         assert len(self.slot_of) == len(act) == c.count, ("slot_of size", len(self.slot_of), len(act), c.count)
+        assert self.holders == np.count_nonzero(c.kind[act] != K_RANGE), ("holders", self.holders)
         if len(act):
             assert (self.max_k >= c.k[act].max() and self.max_kb >= c.kb[act].max()
                     and self.max_kw >= c.kw_len[act].max()), "a high-water mark below a slot's value"

@@ -55,7 +55,7 @@ class Seg(NamedTuple):
 class Transient(NamedTuple):
     """A run's objects kept out of the object table: under window ``none`` with no kNN or
     top-k subscription live, nothing can hold an object past its own arrival, so storing and
-    freeing each (~20% of range_10k's object phase) buys nothing. The kernel's object codes
+    freeing each (~23% of range_10k's object phase) buys nothing. The kernel's object codes
     are then positions in the run, and these columns (by position) stand for the table's
     (engine/NOTES.md, "Objects nobody can hold are not stored")."""
 
@@ -66,7 +66,7 @@ class Transient(NamedTuple):
     ids: np.ndarray  # (objects: the notifications' ids)
 
     @classmethod
-    def of(cls, eng, cols, lens: np.ndarray) -> "Transient":
+    def of(cls, cols, lens: np.ndarray) -> "Transient":
         n = len(lens)
         ids = np.empty(n, dtype=object)
         ids[:] = cols.id
@@ -122,7 +122,7 @@ def publish_pubs(eng, pubs: list, out: NoteBatch, tags: Tags | None = None, expi
         exps = None
         eng.stats["objects"] += len(pubs)
         kw, kwoff, lens = eng.vocab.of_run(cols.keywords, False)
-        tr = Transient.of(eng, cols, lens)
+        tr = Transient.of(cols, lens)
         slots = list(range(len(pubs)))  # codes: positions in the run
     else:
         exps = _expiries(eng, cols)

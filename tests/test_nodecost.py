@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skpubsub.core.config import Space
-from skpubsub.index.cells import best_level, box_at
+from skpubsub.index.cells import best_level, box_at, cell_of
 from skpubsub.index.nodecost import LC, cost_level, count_objects, new_counts, objects_in, text_rate
 from skpubsub.store.subscriptions import K_KNN, K_TOPK
 from skpubsub.bench.workload import WorkloadConfig, generate
@@ -28,6 +28,26 @@ def _points(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     ys = np.concatenate([rng.normal(centres[i % 5, 1], 2.0, n // 10) for i in range(5)]
                         + [rng.uniform(-90, 90, n - 5 * (n // 10))])
     return np.clip(xs, -180, 180), np.clip(ys, -90, 90)
+
+
+def test_counts_on_every_level_are_cell_of_there_at_cell_edges_too():
+    """``count_objects`` takes the coarser cells as the finest one's ancestors: the same as
+    ``cell_of`` level by level, on points exactly on every counted level's cell edges, just
+    beside them, at the space's corners and past them (clamped)."""
+    g = 1 << LC
+    edges = np.arange(g + 1) / g
+    tiny = np.array([-1e-12, 0.0, 1e-12])
+    xs = np.concatenate([SPACE.x1 + (edges[:, None] + tiny).ravel() * GEO[2], [SPACE.x1 - 5, SPACE.x2 + 5]])
+    ys = np.concatenate([SPACE.y1 + np.random.default_rng(5).permutation((edges[:, None] + tiny).ravel()) * GEO[3],
+                         [SPACE.y2 + 5, SPACE.y1 - 5]])
+    counts = new_counts(LMAX)
+    count_objects(counts, xs, ys, GEO)
+    want = np.zeros_like(counts)
+    for level in range(LC + 1):
+        gl = 1 << level
+        for x, y in zip(xs.tolist(), ys.tolist()):
+            want[(4 ** level - 1) // 3 + cell_of(x, GEO[0], GEO[2], gl) * gl + cell_of(y, GEO[1], GEO[3], gl)] += 1
+    assert (counts == want).all()
 
 
 def test_counts_match_brute_force_on_counted_levels_and_share_evenly_below():

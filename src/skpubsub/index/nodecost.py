@@ -54,14 +54,21 @@ def _levels(counts):
 
 @njit(cache=True)
 def count_objects(counts, xs, ys, geo):
-    """Count each object at ``xs, ys`` in its cell of every counted level."""
+    """Count each object at ``xs, ys`` in its cell of every counted level. The finest
+    level's cell is computed once and the coarser ones are its ancestors (a shift): the
+    same cells as ``cell_of`` on each level, since scaling by a power of two commutes with
+    rounding (one quotient, floored at each scale; its clamp shifts to theirs)."""
     nl = _levels(counts)
+    top = nl - 1
+    gt = 1 << top
     for i in range(len(xs)):
+        cx = cell_of(xs[i], geo[0], geo[2], gt)
+        cy = cell_of(ys[i], geo[1], geo[3], gt)
+        base = 0
         for level in range(nl):
-            g = 1 << level
-            cx = cell_of(xs[i], geo[0], geo[2], g)
-            cy = cell_of(ys[i], geo[1], geo[3], g)
-            counts[(4 ** level - 1) // 3 + cx * g + cy] += 1
+            sh = top - level
+            counts[base + (cx >> sh << level) + (cy >> sh)] += 1
+            base += 1 << (2 * level)
 
 
 @njit(inline="always", cache=True)

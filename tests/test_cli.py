@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from skpubsub.cli import main
+from skpubsub.cli import main, parser
 
 VALID = [
     {"op": "sub", "id": "s1", "t": 0, "kind": "knn", "x": 2.35, "y": 48.85, "k": 2, "keywords": ["cafe", "wifi"]},
@@ -217,3 +218,25 @@ def test_an_error_raised_after_sigint_is_the_interrupt() -> None:
     finally:
         signal.signal(signal.SIGINT, before)
         cli._SIGINT_SEEN.clear()
+
+
+
+def _in_fresh_process(code: str) -> str:
+    return subprocess.run([sys.executable, "-c", "import sys, argparse; from skpubsub import cli\n" + code],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_service_and_load_generator_parsers_are_built_only_when_named() -> None:
+    """``run`` imports none of the service's, the load generator's or the workload generator's
+    modules to build its parser; the help lists every command all the same, and a lazily
+    listed command has its own flags when named."""
+    loaded = _in_fresh_process("cli.parser('run'); print(*(m for m in ('skpubsub.service.command', "
+                               "'skpubsub.service.loadgen', 'skpubsub.bench.workload') if m in sys.modules))")
+    assert loaded == ""
+
+    def commands(p: argparse.ArgumentParser) -> list[str]:
+        return sorted(next(a for a in p._actions if isinstance(a, argparse._SubParsersAction)).choices)
+
+    assert commands(parser("run")) == commands(parser(None))
+    assert parser("loadgen").parse_args(["loadgen", "--clients", "3"]).clients == 3
+    assert parser("serve").parse_args(["serve", "--data", "d"]).data == "d"

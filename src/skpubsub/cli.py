@@ -217,7 +217,7 @@ def _add_serve(sp) -> None:
     """``skpubsub serve`` (SPEC section 8): flags and work live in :mod:`skpubsub.service`."""
     from .service.command import DESCRIPTION, add_arguments, serve
 
-    p = sp.add_parser("serve", help="run the HTTP service (SPEC section 8)", description=DESCRIPTION)
+    p = sp.add_parser("serve", help=LAZY["serve"], description=DESCRIPTION)
     add_arguments(p, env)
     p.set_defaults(func=serve)
 
@@ -226,9 +226,17 @@ def _add_loadgen(sp) -> None:
     """``skpubsub loadgen``: a benchmark of a local ``serve``; flags and work in :mod:`skpubsub.service.loadgen`."""
     from .service.loadgen import DESCRIPTION, add_arguments, main
 
-    p = sp.add_parser("loadgen", help="load-test a local `skpubsub serve` (loopback only)", description=DESCRIPTION)
+    p = sp.add_parser("loadgen", help=LAZY["loadgen"], description=DESCRIPTION)
     add_arguments(p)
     p.set_defaults(func=main)
+
+
+# Commands whose flags come from modules that another command never needs (the service's,
+# the load generator's: asyncio, sockets; ~30 ms of every ``run``'s start): their parsers are
+# built only when the command line names them, else listed by their help alone.
+LAZY = {"serve": "run the HTTP service (SPEC section 8)",
+        "loadgen": "load-test a local `skpubsub serve` (loopback only)"}
+_ADD_LAZY = {"serve": _add_serve, "loadgen": _add_loadgen}
 
 
 def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: int, kind: str) -> None:
@@ -237,7 +245,9 @@ def _add_workload_args(p: argparse.ArgumentParser, objects: int, subscriptions: 
     add_workload_shape_args(p, kind, match="mix", churn=2)
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; given the ``command`` about to be parsed, the ``LAZY``
+    commands but that one are listed without their flags (every command's flags otherwise)."""
     from .bench.command import add_parsers as add_bench  # bench and its modes: flags and work in skpubsub.bench
 
     p = argparse.ArgumentParser(prog="skpubsub", description="Spatial-keyword publish/subscribe engine")
@@ -319,8 +329,11 @@ def parser() -> argparse.ArgumentParser:
     add_spark_args(d)
     _add_workload_args(d, objects=30_000, subscriptions=10_000, kind="mix")
     d.set_defaults(func=cmd_demo)
-    _add_serve(sp)
-    _add_loadgen(sp)
+    for name, add in _ADD_LAZY.items():
+        if command is None or command == name:
+            add(sp)
+        else:
+            sp.add_parser(name, help=LAZY[name])
     _add_cluster(sp)
     return p
 
@@ -432,8 +445,8 @@ def main(argv: list[str] | None = None) -> int:
     from .bench.command import as_subcommand
     from .io.sinks import abort_open
 
-    args = sys.argv[1:] if argv is None else list(argv)
-    a = parser().parse_args(_join_negative_values(as_subcommand(args)))
+    args = _join_negative_values(as_subcommand(sys.argv[1:] if argv is None else list(argv)))
+    a = parser(args[0] if args and not args[0].startswith("-") else None).parse_args(args)
     old_term = old_int = None
     _SIGINT_SEEN.clear()
     try:

@@ -51,6 +51,7 @@ N_COUNTERS = 16
 BUDGET = 16384  # posting entries a kernel call may append (reserved beforehand)
 DONE, STOP_EXPIRY, STOP_FULL = 0, 1, 2
 AHEAD = 8  # candidates ahead whose lines are asked for while one is verified
+NEAR = AHEAD // 2  # candidates ahead whose result buffers are asked for (by then their record's second line came)
 
 
 @njit(cache=True, nogil=True)  # (the GIL is free for ``run``'s writer thread)
@@ -200,9 +201,13 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
         counters[C_CAND] += nc
         for c in range(min(nc, AHEAD)):
             _ask(cands[c], kind, kw_off, sr, kw_id)
+        for c in range(min(nc, NEAR)):
+            _ask_buffer(cands[c], kind, res_off, k, subs)
         for c in range(nc):
             if c + AHEAD < nc:
                 _ask(cands[c + AHEAD], kind, kw_off, sr, kw_id)
+            if c + NEAR < nc:
+                _ask_buffer(cands[c + NEAR], kind, res_off, k, subs)
             s = cands[c]
             if s < 0:  # a range match its entry decided (probe.scan): no record read
                 _emit(i, ~s, o, 0.0, -2, 0.0, 0, rows, counters)
@@ -270,6 +275,23 @@ def _ask(s, kind, kw_off, sr, kw_id):
         P.prefetch_read(kw_id, kw_off[s])
         if kind[s] != K_RANGE:
             P.prefetch_read_at(sr, s, LINE)
+
+
+@njit(inline="always", cache=True)
+def _ask_buffer(s, kind, res_off, k, subs):
+    """Ask for the result buffer of kNN or top-k candidate ``s`` (its first and k-th entries'
+    lines in ``res_key``, ``res_obj`` and ``res_dom``), which ``put`` reads and shifts when the
+    candidate enters: three more misses one after another (engine/NOTES.md, "Result buffers
+    asked for ahead"). ``res_off`` and ``k`` are on the record's second line, which ``_ask``
+    asked for ``AHEAD - NEAR`` candidates before."""
+    if s >= 0 and kind[s] != K_RANGE:
+        ro = res_off[s]
+        last = ro + k[s] - 1
+        P.prefetch(subs.res_key, ro)
+        P.prefetch(subs.res_obj, ro)
+        P.prefetch(subs.res_dom, ro)
+        P.prefetch(subs.res_key, last)
+        P.prefetch(subs.res_obj, last)
 
 
 @njit(inline="always", cache=True)

@@ -121,7 +121,15 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             if len(pe_off) > 1:
                 nc = _join(pe[pe_off[e]:pe_off[e + 1]], rf[:rf_n[0]], stamp, stamp_next[0], cands, nc)
             found = 0
+            for c in range(min(nc, AHEAD)):
+                _ask_line(cands[c], kind, sr)
+            for c in range(min(nc, NEAR)):
+                _ask_held(cands[c], kind, res_off, res_obj)
             for c in range(nc):
+                if c + AHEAD < nc:
+                    _ask_line(cands[c + AHEAD], kind, sr)
+                if c + NEAR < nc:
+                    _ask_held(cands[c + NEAR], kind, res_off, res_obj)
                 s = cands[c]
                 if kind[s] == K_RANGE:
                     continue
@@ -275,6 +283,22 @@ def _ask(s, kind, kw_off, sr, kw_id):
         P.prefetch_read(kw_id, kw_off[s])
         if kind[s] != K_RANGE:
             P.prefetch_read_at(sr, s, LINE)
+
+
+@njit(inline="always", cache=True)
+def _ask_line(s, kind, sr):
+    """Ask for the second line of a kNN or top-k slot's record (``res_off``, ``res_n``): the
+    search for an expiring object's holders reads it for every candidate."""
+    if kind[s] != K_RANGE:
+        P.prefetch_read_at(sr, s, LINE)
+
+
+@njit(inline="always", cache=True)
+def _ask_held(s, kind, res_off, res_obj):
+    """Ask for the start of a kNN or top-k slot's buffer (``res_obj``), which the search for an
+    expiring object's holders reads next (its line ``_ask_line`` asked for before)."""
+    if kind[s] != K_RANGE:
+        P.prefetch_read(res_obj, res_off[s])
 
 
 @njit(inline="always", cache=True)

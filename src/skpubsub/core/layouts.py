@@ -160,6 +160,7 @@ class Scratch(NamedTuple):
     cands: np.ndarray  # candidate slots of one object
     hold_s: np.ndarray  # holders of the objects leaving before one pub: slot
     hold_p: np.ndarray  # ... and the expiry's index
+    hold_j: np.ndarray  # ... and where the holder's buffer had the object (``_remove`` starts there)
     old_o: np.ndarray  # a refilled result before the refill: objects
     old_k: np.ndarray  # ... and keys
     heap: Heap

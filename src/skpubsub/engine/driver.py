@@ -227,6 +227,7 @@ def _scratch(eng, run: L.Run, cap: int) -> L.Scratch:
         toks=np.empty(n_toks, dtype=np.int64), probe=probe_scratch(n_toks, ix.lmax),
         srt=np.empty(m_kw, dtype=np.int64), cands=np.empty(sc.capacity, dtype=np.int64),
         hold_s=np.empty(cap, dtype=np.int64), hold_p=np.empty(cap, dtype=np.int64),
+        hold_j=np.empty(cap, dtype=np.int64),
         old_o=np.empty(subs.max_k, dtype=np.int64), old_k=np.empty(subs.max_k),
         heap=eng.heap(subs.max_kb), queue=np.empty(sc.capacity, dtype=np.int64),
         dead=np.empty(max(1, len(exp_obj)), dtype=np.int64),
@@ -313,7 +314,8 @@ def _kernel(eng, run: L.Run, times, out: NoteBatch, tags: Tags | None, base: int
         if counters[C_NEED_ROWS] > len(scratch.hold_s):
             cap = 2 * int(counters[C_NEED_ROWS])
             rows = L.rows(cap)
-            scratch = scratch._replace(hold_s=np.empty(cap, dtype=np.int64), hold_p=np.empty(cap, dtype=np.int64))
+            scratch = scratch._replace(hold_s=np.empty(cap, dtype=np.int64), hold_p=np.empty(cap, dtype=np.int64),
+                                       hold_j=np.empty(cap, dtype=np.int64))
     if top.tracks_scores:  # scores that rose (results changed) or may have dropped (refills)
         top.touched(np.concatenate([*changed, pre.rf[: pre.rf_n[0]]]))
     if status == STOP_EXPIRY:

@@ -83,7 +83,8 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
     b_obj, b_x, b_y, b_kwoff, b_kw, b_wo = run.obj, run.x, run.y, run.kwoff, run.kw, run.wo
     exp_off, exp_obj = run.exp_off, run.exp_obj
     foreign, pc_off, pc, pe_off, pe, rf, rf_n, scanned = pre
-    toks, srt, cands, hold_s, hold_p = scratch.toks, scratch.srt, scratch.cands, scratch.hold_s, scratch.hold_p
+    toks, srt, cands, hold_s, hold_p, hold_j = (scratch.toks, scratch.srt, scratch.cands, scratch.hold_s, scratch.hold_p,
+                                               scratch.hold_j)
     old_o, old_k, dead = scratch.old_o, scratch.old_k, scratch.dead
     prefix = grid.prefix
     stamp_next, stamp = grid.stamp_next, grid.slots.stamp
@@ -136,8 +137,11 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                 ro = res_off[s]
                 for j in range(res_n[s]):
                     if res_obj[ro + j] == o:
+                        P.prefetch(res_key, ro + j)  # _remove reads and shifts from there
+                        P.prefetch(subs.res_dom, ro + j)
                         hold_s[nh] = s
                         hold_p[nh] = e
+                        hold_j[nh] = j
                         nh += 1
                         found += 1
                         break
@@ -157,7 +161,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             counters[C_NEED_ROWS] = need
             return i, STOP_FULL
         for h in range(nh):
-            _remove(i, hold_s[h], exp_obj[hold_p[h]], subs, orec, rows, counters)
+            _remove(i, hold_s[h], exp_obj[hold_p[h]], hold_j[h], subs, orec, rows, counters)
         for e in range(exp_off[i], exp_off[i + 1]):
             o_alive[exp_obj[e]] = False
             dead[counters[C_DEAD]] = exp_obj[e]
@@ -354,15 +358,18 @@ def _join(more, rf, stamp, st, cands, nc):
 
 
 @njit(cache=True)
-def _remove(i, s, o, subs, orec, rows, counters):
-    """Take object ``o`` (leaving the window) out of the k-best list of ``s``; as
+def _remove(i, s, o, at, subs, orec, rows, counters):
+    """Take object ``o`` (leaving the window) out of the k-best list of ``s``, where the search
+    for its holders found it (``at``; earlier, if another object left the list since); as
     kbest.remove: the entry rule and the region stand, no dominator count changes."""
     r = subs.rec[s]
     res_obj, res_key, res_dom = subs.res_obj, subs.res_key, subs.res_dom
     ro = r.res_off
     nn = r.res_n
     kk = r.k
-    pos = 0
+    pos = min(at, nn - 1)
+    while pos > 0 and res_obj[ro + pos] != o:  # moved up by removals before it
+        pos -= 1
     while res_obj[ro + pos] != o:
         pos += 1
     if pos < kk:  # leaves the result; the (k+1)-th, if any, moves up into it

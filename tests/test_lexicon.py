@@ -74,6 +74,9 @@ def test_the_gates_coded_blocks_are_its_plain_ones(seed: int, monkeypatch) -> No
     rng = random.Random(seed)
     if seed % 2:
         monkeypatch.setattr("skpubsub.io.validate.LEX_MAX", 3)
+    read_raw = []
+    raw_judged = Lexicon.raw_judged
+    monkeypatch.setattr(Lexicon, "raw_judged", lambda lex, raws: read_raw.append(raw_judged(lex, raws)) or read_raw[-1])
     plain, coded = Gate("none"), Gate("none", coded=True)
     first, kinds, gens = 1, set(), set()
     for _ in range(12):
@@ -89,6 +92,7 @@ def test_the_gates_coded_blocks_are_its_plain_ones(seed: int, monkeypatch) -> No
         kinds.add(type(b))
     assert kinds == {SubBlock, list}  # both ways were taken
     assert (len(gens) > 1) == bool(seed % 2)
+    assert any(w is not None for w in read_raw)  # blocks whose words were read from their bytes
 
 
 @settings(max_examples=80, deadline=None)
@@ -134,3 +138,94 @@ def test_repeats_is_a_record_naming_a_code_twice(records, lead) -> None:
     codes = np.asarray([7] * lead + [c for r in records for c in r], dtype=np.int32)
     off = np.asarray(np.cumsum([lead] + [len(r) for r in records]), dtype=np.int64)
     assert repeats(codes, off) == any(len(set(r)) != len(r) for r in records)
+
+
+# Keywords coded from their bytes (``io.rawwords``, ``Lexicon.raw_judged``)
+
+SPELLED = ["a", "de", "über", "ñu", "x\"y", "b\\c", "tā", "A", "ǅ", "", " b", "a b"]
+
+
+@st.composite
+def _spelling(draw, word: str) -> str:
+    """``word`` as a JSON string, each character as itself or as a \\u escape (escaped
+    where JSON requires it)."""
+    out = []
+    for ch in word:
+        if ch in '"\\' or draw(st.booleans()):
+            out.append("\\u%04x" % ord(ch) if ch not in '"\\' or draw(st.booleans()) else "\\" + ch)
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+@st.composite
+def _keywords_json(draw) -> str | None:
+    """A record's keywords as JSON text, mostly arrays of strings in varied spellings and
+    spacing, sometimes something else (None: no keywords field)."""
+    odd = draw(st.sampled_from([None] * 12 + ["none", "[]", "[1]", '"a"', '["a",["b"]]', "null",
+                                              '["a","\xff"]', '["\\ud800"]', '["a",2]']))
+    if odd is not None:
+        return None if odd == "none" else odd
+    words = draw(st.lists(st.sampled_from(SPELLED), min_size=1, max_size=4))
+    gap = draw(st.sampled_from(["", " ", "\t", " \t "]))
+    return "[" + gap + ("," + gap).join([draw(_spelling(w)) for w in words]) + gap + "]"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_keywords_json(), min_size=1, max_size=12), min_size=1, max_size=8), st.booleans())
+def test_keywords_coded_from_their_bytes_are_the_lines_own(blocks, small_lexicon) -> None:
+    """A coded Gate reading a block's keywords from their bytes gives the events and
+    rejections a plain Gate and ``admit_line`` give, whatever the spellings (escapes, two
+    spellings of one word, white space), words to normalise, repeats, and keyword fields
+    that are not arrays of strings or do not decode; its lexicon's codes read back as the
+    words, through a new lexicon mid-way."""
+    import skpubsub.io.validate as validate
+
+    old = validate.LEX_MAX
+    validate.LEX_MAX = 2 if small_lexicon else old
+    try:
+        plain, coded, lined = Gate("none"), Gate("none", coded=True), Gate("none")
+        first = 1
+        for b, kws in enumerate(blocks):
+            lines = [('{"op":"sub","id":"s%d","t":%d,"kind":"range","rect":[0,0,1,1]%s}'
+                      % (first + i, b, "" if k is None else ',"keywords":' + k)).encode()
+                     for i, k in enumerate(kws)]
+            buf = b"\n".join(lines)
+            want = [lined.admit_line(raw, first + i) for i, raw in enumerate(lines)]
+            a = plain.admit_block(first, buf, len(lines))
+            got = coded.admit_block(first, buf, len(lines))
+            first += len(lines)
+            for out in (a, got):
+                assert repr(events_of(out if type(out) is list else [out])) == repr(want)
+            if type(got) is SubBlock:
+                assert list(got.keywords) == [ev.keywords for ev in want]
+    finally:
+        validate.LEX_MAX = old
+
+
+def test_spelling_verdicts_and_table_growth() -> None:
+    """``spell`` takes arrays of one string or more with white space anywhere JSON allows,
+    and nothing else; the table keeps every spelling through its growth (slots and arena)."""
+    from skpubsub.io.rawwords import FIRST_SLOTS, RawTable
+
+    t = RawTable(0)
+
+    def read(*records: str):
+        raws = [r.encode() for r in records]
+        return t.codes(np.frombuffer(b"".join(raws), np.uint8),
+                       np.cumsum([len(r) for r in raws]).astype(np.int64))
+
+    starts, stops, codes, off = read('["ab"]', ' [ "c" ,\t"\\"d" ] ', '["ab","\\u00fc"]')
+    assert off.tolist() == [0, 1, 3, 5] and codes.tolist() == [-1] * 5
+    joined = b'["ab"] [ "c" ,\t"\\"d" ] ["ab","\\u00fc"]'
+    assert [joined[a:b] for a, b in zip(starts, stops)] == [b"ab", b"c", b'\\"d', b"ab", b"\\u00fc"]
+    for bad in ("[]", "[ ]", '["a",]', '["a"', '"a"', "[1]", '["a"] x', '["a\x01"]', '["a\\', ""):
+        assert read('["ok"]', bad) is None, bad
+    spellings = ['"w%d"' % i for i in range(3 * FIRST_SLOTS)]  # past the first slots and arena
+    raws = [("[" + s + "]").encode() for s in spellings]
+    buf = np.frombuffer(b"".join(raws), np.uint8)
+    ends = np.cumsum([len(r) for r in raws]).astype(np.int64)
+    starts, stops, codes, _ = t.codes(buf, ends)
+    t.learn(buf, starts, stops, np.arange(len(codes), dtype=np.int64))
+    t.learn(buf, starts[:5], stops[:5], np.full(5, 99, np.int64))  # kept already: unchanged
+    assert t.codes(buf, ends)[2].tolist() == list(range(len(spellings)))

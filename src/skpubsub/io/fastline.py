@@ -72,9 +72,18 @@ class Strict(msgspec.Struct, gc=False):
     expires: Union[int, float, UnsetType] = UNSET
 
 
+class StrictRaw(Strict, gc=False):
+    """:class:`Strict` with ``keywords`` kept as its JSON (msgspec has checked its syntax, not
+    its type): the Gate's coded blocks read a subscription block's words from these bytes
+    (``io/rawwords.py``) instead of from a tuple of new strings."""
+
+    keywords: Union[msgspec.Raw, UnsetType] = UNSET
+
+
 _STRICT = msgspec.json.Decoder(Strict)
 _KEYWORDS, _TEXT = attrgetter("keywords"), attrgetter("text")
 decode_strict, decode_strict_lines = _STRICT.decode, _STRICT.decode_lines
+decode_raw_lines = msgspec.json.Decoder(StrictRaw).decode_lines
 
 
 def keywords_of(r: Line) -> tuple[str, ...] | None:

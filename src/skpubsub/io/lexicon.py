@@ -17,9 +17,13 @@ from itertools import chain
 
 import numpy as np
 
+import msgspec
+
 from ..core.columns import grown
 from .keywords import normalise
+from .rawwords import RawTable
 
+decode_word = msgspec.json.Decoder(str).decode  # one JSON string: a keyword's spelling in its quotes
 LEX_MAX = 1 << 20  # words a lexicon learns before the reader starts a new one (memory bound)
 
 
@@ -47,7 +51,7 @@ class Lexicon:
     ``LEX_MAX`` words the reader starts a new one (``Gate``), so an endless vocabulary
     costs bounded memory on both sides."""
 
-    __slots__ = ("words", "gen", "_coder", "_sent", "_judged", "_normal")
+    __slots__ = ("words", "gen", "_coder", "_sent", "_judged", "_normal", "_table")
 
     def __init__(self, gen: int = 0) -> None:
         self.words: list[str] = []
@@ -57,6 +61,7 @@ class Lexicon:
         # ``judged``'s: the codes flagged so far; per code, whether its word is a keyword as given
         self._judged = 0
         self._normal = np.zeros(0, dtype=np.bool_)
+        self._table: RawTable | None = None  # ``raw_judged``'s spellings, made on first use
 
     def code(self, words: list[str]) -> np.ndarray:
         """The int32 codes of ``words``, new words learnt in order: one C pass."""
@@ -69,7 +74,41 @@ class Lexicon:
         normal already and not empty, none twice in a tuple; the Gate's ``_normal_words``),
         else None. Each word is judged once, when it is learnt (a flag a code); a block's
         test is then array passes over its codes (``repeats``)."""
-        words = Words.of(kws, self)
+        return self._checked(Words.of(kws, self))
+
+    def raw_judged(self, raws: list) -> "Words | None":
+        """``judged`` of the tuples that ``raws`` (each record's keywords as JSON,
+        ``fastline.StrictRaw``) decode to, the same codes learnt in the same order, read from
+        the bytes (``rawwords``): only a spelling not seen before is decoded and looked up
+        by its string. None also when a record is not an array of strings or a new spelling
+        does not decode (the caller then goes the old way, which says why)."""
+        if self._table is None:
+            self._table = RawTable(self.gen)
+        joined = b"".join(raws)
+        buf = np.frombuffer(joined, np.uint8)
+        got = self._table.codes(buf, np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws))))
+        if got is None:
+            return None
+        starts, stops, codes, off = got
+        new = np.flatnonzero(codes < 0)
+        if len(new):
+            if self._coder is None:
+                self._coder = _Coder(self.words)
+            coder, seen = self._coder, {}
+            for j, a, b in zip(new.tolist(), starts[new].tolist(), stops[new].tolist()):
+                spelling = joined[a:b]
+                c = seen.get(spelling)
+                if c is None:
+                    try:
+                        c = seen[spelling] = coder[decode_word(b'"' + spelling + b'"')]
+                    except (msgspec.DecodeError, UnicodeError):
+                        return None
+                codes[j] = c
+            self._table.learn(buf, starts[new], stops[new], codes[new])
+        return self._checked(Words(codes.astype(np.int32), off, self))
+
+    def _checked(self, words: "Words") -> "Words | None":
+        """``words`` when each record's are normal and none twice, else None."""
         a, n = self._judged, len(self.words)
         if n > a:
             if n > len(self._normal):  # room by doubling: a block's new words cost their own copy only

@@ -291,6 +291,7 @@ _X, _Y, _K, _RECT = attrgetter("x"), attrgetter("y"), attrgetter("k"), attrgette
 _KEYWORDS, _MATCH, _EXPIRES = attrgetter("keywords"), attrgetter("match"), attrgetter("expires")
 _ALPHA, _WEIGHTS = attrgetter("alpha"), attrgetter("weights")
 _UNSET_ONLY = {UNSET}
+_SUB_OPENING = b'{"op":"sub"'  # a block a coded Gate first reads as subscriptions (``_raw_columns``)
 _MATCH_ALL_RANGE = {UNSET: True, "all": True, "any": False}  # a range sub matches all by default
 _MATCH_ALL_KNN = {UNSET: False, "all": True, "any": False}  # a kNN one any
 
@@ -456,6 +457,10 @@ class Gate:
         if type(lines) is bytes:
             n = lines.count(b"\n") + 1 if n is None else n
             if _one_object_a_line(lines, n):
+                if self.lexicon is not None and lines.startswith(_SUB_OPENING):
+                    out = self._raw_columns(first, lines, n)
+                    if out is not None:
+                        return out
                 try:
                     recs = fastline.decode_strict_lines(lines)
                 except Exception:  # noqa: BLE001 - line by line below finds which
@@ -486,7 +491,22 @@ class Gate:
         return [self.admit_line(raw, line) if rec is None else admit(rec, raw, line)
                 for line, raw, rec in zip(count(first), lines, recs)]
 
-    def _columns(self, first: int, recs: list) -> SubBlock | PubBlock | None:
+    def _raw_columns(self, first: int, lines: bytes, n: int) -> SubBlock | None:
+        """``_columns`` of a coded Gate's block of subscriptions with their keywords coded from
+        the lines' bytes (``Lexicon.raw_judged``); None when the block is anything else (it
+        then goes the usual way: decoded again, judged by columns or event by event)."""
+        try:
+            recs = fastline.decode_raw_lines(lines)
+        except Exception:  # noqa: BLE001 - the usual way finds which line
+            return None
+        if len(recs) != n or UNSET in (raws := list(map(_KEYWORDS, recs))):
+            return None
+        if len(self.lexicon) > LEX_MAX:
+            self.lexicon = Lexicon(self.lexicon.gen + 1)
+        words = self.lexicon.raw_judged(raws)
+        return None if words is None else self._columns(first, recs, words)
+
+    def _columns(self, first: int, recs: list, coded: Words | None = None) -> SubBlock | PubBlock | None:
         """The events of a block of decoded records when the block is one op (``pub``) or one
         kind of ``sub`` (``range``, ``knn``, ``topk``; their ends, if any, past the block)
         and every record passes, judged by columns (keywords to normalise, texts and top-k
@@ -495,11 +515,14 @@ class Gate:
         on as their columns (a :class:`SubBlock`, no ``Sub`` a record), objects likewise (a
         :class:`PubBlock`). Each test is the one
         ``fastline.event`` and ``_admit_decoded`` make of one record, over the column, with
-        C loops (``map``, ``min``, set operations) instead of a Python step a record."""
+        C loops (``map``, ``min``, set operations) instead of a Python step a record.
+        ``coded``: a subscription block's keyword column made already (``_raw_columns``)."""
         ops = set(map(_OP, recs))
         if len(ops) != 1:
             return None
         op = ops.pop()
+        if coded is not None and op != "sub":
+            return None
         exps = list(map(_EXPIRES, recs))
         timed = set(exps) != _UNSET_ONLY
         if op == "unsub" or timed and op == "pub" and self.window.kind != "time":  # the line path says why
@@ -518,11 +541,12 @@ class Gate:
         exps = _past(exps, ts, op == "sub") if timed else None
         if timed and exps is None:
             return None
-        coded = self.lexicon is not None and op == "sub"  # a SubBlock's keywords numbered here
-        kws = list(map(_KEYWORDS, recs))
-        kw_col = None
-        if all(kws):  # each record's keywords given, none empty (UNSET is false)
-            kw_col = self._coded(kws) if coded else kws if _normal_words(kws) else None  # (``_coded`` tests them)
+        kws = kw_col = coded
+        if coded is None:
+            coded = self.lexicon is not None and op == "sub"  # a SubBlock's keywords numbered here
+            kws = list(map(_KEYWORDS, recs))
+            if all(kws):  # each record's keywords given, none empty (UNSET is false)
+                kw_col = self._coded(kws) if coded else kws if _normal_words(kws) else None  # (``_coded`` tests them)
         if kw_col is None:  # words to normalise, or a text: as ``fastline.event`` makes them
             kws = fastline.keywords_column(recs)
             if kws is None:  # one without any: the line path says why

@@ -153,3 +153,22 @@ def test_keywords_win_over_text_when_both_are_given() -> None:
     sub = g.admit({"op": "sub", "id": "s", "t": 0, "kind": "range", "rect": [0, 0, 1, 1], "keywords": ["x"],
                    "text": "y z"})
     assert pub.keywords == ("a",) and sub.keywords == ("x",)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(st.sampled_from('ab"\\\x01\x7fé 9'), max_size=4),
+                          st.text(st.sampled_from("abc09_-"), max_size=6),
+                          st.integers(-10**20, 10**20), st.floats(allow_nan=False, allow_infinity=False)),
+                max_size=8))
+def test_the_writers_values_are_their_json(values) -> None:
+    """``notewriter.encoded`` (ids and times as the compiled writer copies them): each
+    value's ``json_value``, whatever the group holds (plain ASCII strings and ints by whole
+    groups; quotes, backslashes, control and non-ASCII characters, floats, mixed types)."""
+    import numpy as np
+
+    from skpubsub.io.encode import json_value
+    from skpubsub.io.notewriter import encoded
+
+    data, lens = encoded(values)
+    want = [json_value(v).encode("utf-8") for v in values]
+    assert data == b"".join(want) and np.asarray(lens).tolist() == [len(w) for w in want]

@@ -86,12 +86,17 @@ def encoded(values: list) -> tuple[bytes, np.ndarray]:
     few whole-group calls: such a string's JSON is itself in quotes (``encode_basestring``
     escapes only quotes, backslashes and control characters), an int's is its repr.
     Anything else goes value by value."""
-    kinds = set(map(type, values))
-    if kinds == {str}:
-        joined = "".join(values)
-        if joined.isascii() and joined.isprintable() and '"' not in joined and "\\" not in joined:
-            return ('"' + '""'.join(values) + '"').encode("ascii"), np.fromiter(map(len, values), np.int64, len(values)) + 2
-    elif kinds == {int}:
+    try:  # all strings, else a TypeError
+        pool = '"' + '""'.join(values) + '"'
+    except TypeError:
+        pool = None
+    if pool is not None:
+        if pool.isascii() and pool.isprintable() and "\\" not in pool:
+            data = pool.encode("ascii")
+            quotes = np.flatnonzero(np.frombuffer(data, np.uint8) == 34)  # each value's two, if none holds one
+            if len(quotes) == 2 * len(values):
+                return data, quotes[1::2] - quotes[::2] + 1
+    elif set(map(type, values)) == {int}:
         text = list(map(int.__repr__, values))
         return "".join(text).encode("ascii"), np.fromiter(map(len, text), np.int64, len(text))
     data = [json_value(v).encode("utf-8") for v in values]

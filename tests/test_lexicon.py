@@ -208,7 +208,7 @@ def test_spelling_verdicts_and_table_growth() -> None:
     and nothing else; the table keeps every spelling through its growth (slots and arena)."""
     from skpubsub.io.rawwords import FIRST_SLOTS, RawTable
 
-    t = RawTable(0)
+    t = RawTable()
 
     def read(*records: str):
         raws = [r.encode() for r in records]

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain
 
-import numpy as np
-
 import msgspec
+import numpy as np
 
 from ..core.columns import grown
 from .keywords import normalise
@@ -83,7 +82,7 @@ class Lexicon:
         by its string. None also when a record is not an array of strings or a new spelling
         does not decode (the caller then goes the old way, which says why)."""
         if self._table is None:
-            self._table = RawTable(self.gen)
+            self._table = RawTable()
         joined = b"".join(raws)
         buf = np.frombuffer(joined, np.uint8)
         got = self._table.codes(buf, np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws))))

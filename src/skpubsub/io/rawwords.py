@@ -3,7 +3,7 @@ from their bytes").
 
 The Gate's coded blocks used to take each record's keywords as msgspec's tuple of fresh
 strings and look every word up in the lexicon's dict: hashing each new string and
-probing the dict cost ~200 ns a word (range_1m: 2.67M words, 70k distinct). Here the block
+probing the dict cost ~200 ns a word (range_1m: 2.67M words, 70,533 distinct). Here the block
 is decoded with each record's ``keywords`` left as its raw JSON (``fastline.decode_raw_lines``:
 no string made), the raw arrays are joined (one C call) and a compiled pass reads each
 array's strings and finds each one's bytes, as written (escapes and all), in an
@@ -13,7 +13,7 @@ so two spellings of one word (``"\\u00fc"`` and ``"ü"``) have one code, and a s
 does not decode (a bad escape, bytes not UTF-8) sends the block the old way, where the
 line's own decoder says why.
 
-A table belongs to one lexicon (``gen``): the Gate starts a new one with each lexicon.
+A table belongs to its lexicon (``Lexicon._table``), so a new lexicon starts a new table.
 """
 
 from __future__ import annotations
@@ -22,28 +22,26 @@ import numpy as np
 from numba import njit
 
 FIRST_SLOTS = 1 << 12
-H, KEY, VAL = range(3)  # a slot's fields (KEY: arena offset << LEN_BITS | length; -1 free)
+H, KEY, VAL = range(3)  # a slot's fields, of 4 (32 bytes); KEY: arena offset << LEN_BITS | length, -1 free
 LEN_BITS = 24
 EMPTY = -1
-OK, ODD = 0, 1  # ``spell``'s verdicts: every record an array of strings, or not (the old way)
 
 
 class RawTable:
     """Spellings (a JSON string's bytes between its quotes) -> lexicon codes."""
 
-    __slots__ = ("gen", "slots", "arena", "used")
+    __slots__ = ("slots", "arena", "used")
 
-    def __init__(self, gen: int) -> None:
-        self.gen = gen
+    def __init__(self) -> None:
         self.slots = np.full((FIRST_SLOTS, 4), EMPTY, np.int64)
         self.arena = np.zeros(1 << 16, np.uint8)
         self.used = np.zeros(2, np.int64)  # slots filled, arena bytes used
 
-    def codes(self, buf: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    def codes(self, buf: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...] | None:
         """Each record's strings (record ``r`` is ``buf[ends[r-1]:ends[r]]``, an array of
-        one string or more): ``(starts, stops, codes)`` a string, its code -1 when the
-        spelling is new, and the records' offsets into them; None when a record is anything
-        else (empty, another value, a control byte in a string)."""
+        one string or more): ``(starts, stops, codes, off)``, a string's bytes and its code
+        (-1 when the spelling is new), and where each record's strings begin; None when a
+        record is anything else (empty, another value, a control byte in a string)."""
         cap = len(buf) // 3 + 1  # a string takes 3 bytes at least: its quotes and a comma or bracket
         at = np.empty((3, cap), np.int64)
         off = np.empty(len(ends) + 1, np.int64)
@@ -207,7 +205,7 @@ def rehash(old, new):
 def warm() -> None:
     """Load the kernels (and Numba's target) now: ``run``'s reading process is forked after
     this, so it reads its first block without the 0.1-0.2 s of loading them."""
-    t = RawTable(0)
+    t = RawTable()
     buf = np.frombuffer(b'["a"]', np.uint8)
     got = t.codes(buf, np.array([len(buf)], np.int64))
     t.learn(buf, got[0], got[1], np.zeros(1, np.int64))

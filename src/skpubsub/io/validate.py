@@ -541,17 +541,17 @@ class Gate:
         exps = _past(exps, ts, op == "sub") if timed else None
         if timed and exps is None:
             return None
-        kws = kw_col = coded
+        kws = kw_col = coded  # (None unless ``_raw_columns`` made it)
+        numbered = self.lexicon is not None and op == "sub"  # a SubBlock's keywords numbered here
         if coded is None:
-            coded = self.lexicon is not None and op == "sub"  # a SubBlock's keywords numbered here
             kws = list(map(_KEYWORDS, recs))
             if all(kws):  # each record's keywords given, none empty (UNSET is false)
-                kw_col = self._coded(kws) if coded else kws if _normal_words(kws) else None  # (``_coded`` tests them)
+                kw_col = self._coded(kws) if numbered else kws if _normal_words(kws) else None  # (``_coded`` tests them)
         if kw_col is None:  # words to normalise, or a text: as ``fastline.event`` makes them
             kws = fastline.keywords_column(recs)
             if kws is None:  # one without any: the line path says why
                 return None
-            kw_col = self._coded(kws) if coded else kws
+            kw_col = self._coded(kws) if numbered else kws
             if kw_col is None:
                 return None
         ids = list(map(_ID, recs))

@@ -492,18 +492,15 @@ class Gate:
                 for line, raw, rec in zip(count(first), lines, recs)]
 
     def _raw_columns(self, first: int, lines: bytes, n: int) -> SubBlock | None:
-        """``_columns`` of a coded Gate's block of subscriptions with their keywords coded from
-        the lines' bytes (``Lexicon.raw_judged``); None when the block is anything else (it
-        then goes the usual way: decoded again, judged by columns or event by event)."""
+        """``_columns`` of a coded Gate's subscriptions, their keywords coded from the lines'
+        bytes; None when the block is anything else (it then goes the usual way)."""
         try:
             recs = fastline.decode_raw_lines(lines)
         except Exception:  # noqa: BLE001 - the usual way finds which line
             return None
         if len(recs) != n or UNSET in (raws := list(map(_KEYWORDS, recs))):
             return None
-        if len(self.lexicon) > LEX_MAX:
-            self.lexicon = Lexicon(self.lexicon.gen + 1)
-        words = self.lexicon.raw_judged(raws)
+        words = self._coded(raws, raw=True)
         return None if words is None else self._columns(first, recs, words)
 
     def _columns(self, first: int, recs: list, coded: Words | None = None) -> SubBlock | PubBlock | None:
@@ -611,13 +608,14 @@ class Gate:
         self._seq = seqs[-1]
         return out
 
-    def _coded(self, kws: list[tuple[str, ...]]) -> Words | None:
+    def _coded(self, kws: list, raw: bool = False) -> Words | None:
         """``kws`` as codes into the Gate's lexicon if ``_normal_words`` holds of them, else
-        None (``Lexicon.judged``); a new lexicon (next ``gen``) past ``LEX_MAX`` words."""
+        None (``Lexicon.judged``; ``raw``: each record's keywords as JSON, ``raw_judged``); a
+        new lexicon (next ``gen``) past ``LEX_MAX`` words."""
         lex = self.lexicon
         if len(lex) > LEX_MAX:
             lex = self.lexicon = Lexicon(lex.gen + 1)
-        return lex.judged(kws)
+        return lex.raw_judged(kws) if raw else lex.judged(kws)
 
     def _claim(self, ids: list) -> bool:
         """Make a block's ids active if none is active (or ended, but not yet forgotten) and

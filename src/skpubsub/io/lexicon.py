@@ -70,7 +70,7 @@ class Lexicon:
 
     def judged(self, kws: list[tuple[str, ...]]) -> "Words | None":
         """``Words.of(kws)`` when each tuple is its own ``normalise_keywords`` (each word
-        normal already and not empty, none twice in a tuple; the Gate's ``_normal_words``),
+        normal already and not empty, none twice in a tuple; ``blockcheck.normal_words``),
         else None. Each word is judged once, when it is learnt (a flag a code); a block's
         test is then array passes over its codes (``repeats``)."""
         return self._checked(Words.of(kws, self))

@@ -12,18 +12,18 @@ from __future__ import annotations
 import heapq
 import json
 import math
-from itertools import chain, count, filterfalse, islice, repeat
-from operator import attrgetter, gt, itemgetter, le
+from itertools import count, islice
+from operator import attrgetter, le
 from typing import Any
 
 import msgspec
-import numpy as np
 from msgspec import UNSET
 
 from ..core.config import Space, Window
 from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, PubBlock, Rejection, Sub, SubBlock, Unsub, op_label
 from . import fastline
 from .keywords import normalise, normalise_keywords, split_text
+from .blockcheck import MATCH_ALL_KNN, MATCH_ALL_RANGE, ends_past, inside, normal_words, one_object_a_line, rects_ordered, weights_column
 from .lexicon import LEX_MAX, Lexicon, Words
 
 MAX_LINE = 1_048_576  # bytes, without the newline
@@ -285,100 +285,13 @@ def _weights(rec: dict, kws: tuple[str, ...]) -> tuple[float, ...] | None:
     return tuple(given.get(w, 1.0) for w in kws)
 
 
-# Column readers of fastline.Strict records, and the per-record tests of Gate._columns.
+# Column readers of fastline.Strict records, for Gate._columns (its tests: blockcheck).
 _OP, _ID, _T, _KIND = attrgetter("op"), attrgetter("id"), attrgetter("t"), attrgetter("kind")
 _X, _Y, _K, _RECT = attrgetter("x"), attrgetter("y"), attrgetter("k"), attrgetter("rect")
 _KEYWORDS, _MATCH, _EXPIRES = attrgetter("keywords"), attrgetter("match"), attrgetter("expires")
 _ALPHA, _WEIGHTS = attrgetter("alpha"), attrgetter("weights")
 _UNSET_ONLY = {UNSET}
 _SUB_OPENING = b'{"op":"sub"'  # a block a coded Gate first reads as subscriptions (``_raw_columns``)
-_MATCH_ALL_RANGE = {UNSET: True, "all": True, "any": False}  # a range sub matches all by default
-_MATCH_ALL_KNN = {UNSET: False, "all": True, "any": False}  # a kNN one any
-
-
-def _past(exps: list, ts: list, whole: bool) -> list | None:
-    """A block's ``expires`` column (None where unset) when every one set is after its own
-    time (``fastline.event``'s test) or, ``whole``, after the block's last (so that no
-    subscription ends within the block), else None (the block goes event by event)."""
-    out = [None if e is UNSET else e for e in exps]
-    given = [e for e in out if e is not None]
-    after = repeat(ts[-1]) if whole else [t for t, e in zip(ts, out) if e is not None]
-    try:
-        if not all(map(gt, given, after)):
-            return None
-        float(max(given))  # past float range: fastline.event's OverflowError (the others lie below)
-    except (OverflowError, TypeError):
-        return None
-    return out
-
-
-_X1, _Y1, _X2, _Y2 = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)  # of a rect
-
-
-def _inside(space: Space, xs: list[float], ys: list[float]) -> bool:
-    """``space.contains`` every point (the space is closed)."""
-    return space.x1 <= min(xs) and max(xs) <= space.x2 and space.y1 <= min(ys) and max(ys) <= space.y2
-
-
-def _one_object_a_line(buf: bytes, n: int) -> bool:
-    """Each of the ``n`` lines of ``buf`` starts with ``{`` and ends with ``}``. Then no JSON
-    value can span two lines (``}`` then ``{`` is never inside one), so when msgspec's
-    ``decode_lines`` (which reads values separated by any white space, and skips blank
-    lines) finds ``n`` values, each is its line's alone, as ``decode`` a line would give.
-    By numpy over the bytes around each newline: 0.04 us a line, where
-    ``buf.count(b"}\\n{")`` took 0.16."""
-    if buf[:1] != b"{" or buf[-1:] != b"}":
-        return False
-    a = np.frombuffer(buf, np.uint8)
-    nl = np.flatnonzero(a == 10)  # within [1, len - 2]: the first and last bytes are braces
-    return len(nl) == n - 1 and bool((a[nl - 1] == 125).all()) and bool((a[nl + 1] == 123).all())
-
-
-_NORMAL: set[str] = set()  # keywords seen to be normal already (normalise(w) == w, not empty)
-_ODD: set[str] = set()  # and seen not to be (both bounded, like the keyword memo)
-
-
-def _plain(s: str) -> bool:
-    """An ASCII string of normal keywords: no upper case, no white space (ASCII's only
-    changes under NFKC + casefold + strip); ``islower`` also wants one letter, or False."""
-    return s.isprintable() and " " not in s and s.islower()
-
-
-def _normal_words(kws: list[tuple[str, ...]]) -> bool:
-    """Every keyword tuple of a block is its own ``normalise_keywords``: each word normal
-    already, none empty, none twice in a tuple. The ASCII words are tested all at once, as
-    one joined string (a few C passes over the block's letters); the others, and all of
-    them when that fails, against ``_NORMAL``, the words seen to be normal."""
-    words = list(chain.from_iterable(kws))
-    if not all(words):
-        return False
-    rest = list(filterfalse(str.isascii, words))
-    plain = "".join(filter(str.isascii, words) if rest else words)
-    if plain and not _plain(plain):
-        if " " in plain or plain.lower() != plain:  # a capital or a space: the caller normalises
-            return False
-        rest = words  # (no letter at all, or a control character: word by word)
-    if rest and not _NORMAL.issuperset(rest):
-        if not _ODD.isdisjoint(rest):  # a word seen not to be normal: the caller normalises
-            return False
-        for seen in (_NORMAL, _ODD):
-            if len(seen) >= 1 << 18:
-                seen.clear()
-        for w in set(rest).difference(_NORMAL):
-            (_NORMAL if normalise(w) == w else _ODD).add(w)
-        if not _NORMAL.issuperset(rest):
-            return False
-    return sum(map(len, map(set, kws))) == len(words)
-
-
-def _weights_column(given: list, kws: list[tuple[str, ...]]) -> list | None | bool:
-    """A top-k block's weights column: None when no record gives any, else each record's
-    (``fastline.weights_of``, a call a record that gives them; None for the others); False
-    when one is not positive (the line path says why)."""
-    if given.count(UNSET) == len(given):
-        return None
-    out = [None if w is UNSET else fastline.weights_of(w, kw) for w, kw in zip(given, kws)]
-    return False if any(m is None and w is not UNSET for m, w in zip(out, given)) else out
 
 
 class Gate:
@@ -446,7 +359,7 @@ class Gate:
         of lines without CR joined by ``\n``; ``n``, how many (counted when not given).
 
         The lines are decoded by msgspec into :class:`fastline.Strict` records: the whole
-        buffer in one call when every line is one object (:func:`_one_object_a_line`),
+        buffer in one call when every line is one object (:func:`blockcheck.one_object_a_line`),
         else a C call a line; a line that does not decode (not JSON, a constraint broken,
         an over-long line's None) is left to ``admit_line``. A block of one op (and kind)
         with nothing unusual is then checked and made into events by whole columns
@@ -456,7 +369,7 @@ class Gate:
         self.block_label = None
         if type(lines) is bytes:
             n = lines.count(b"\n") + 1 if n is None else n
-            if _one_object_a_line(lines, n):
+            if one_object_a_line(lines, n):
                 if self.lexicon is not None and lines.startswith(_SUB_OPENING):
                     out = self._raw_columns(first, lines, n)
                     if out is not None:
@@ -535,7 +448,7 @@ class Gate:
         ends = self._ends
         if ends and ends[0][0] <= ts[-1]:  # an expiry falls in the block: event by event
             return None
-        exps = _past(exps, ts, op == "sub") if timed else None
+        exps = ends_past(exps, ts, op == "sub") if timed else None
         if timed and exps is None:
             return None
         kws = kw_col = coded  # (None unless ``_raw_columns`` made it)
@@ -543,7 +456,7 @@ class Gate:
         if coded is None:
             kws = list(map(_KEYWORDS, recs))
             if all(kws):  # each record's keywords given, none empty (UNSET is false)
-                kw_col = self._coded(kws) if numbered else kws if _normal_words(kws) else None  # (``_coded`` tests them)
+                kw_col = self._coded(kws) if numbered else kws if normal_words(kws) else None  # (``_coded`` tests them)
         if kw_col is None:  # words to normalise, or a text: as ``fastline.event`` makes them
             kws = fastline.keywords_column(recs)
             if kws is None:  # one without any: the line path says why
@@ -557,7 +470,7 @@ class Gate:
         try:  # min/max of a column: an UNSET in it compares with no number, a TypeError
             if op == "pub":
                 xs, ys = list(map(_X, recs)), list(map(_Y, recs))
-                if not _inside(space, xs, ys):
+                if not inside(space, xs, ys):
                     return None
                 out = PubBlock(seq=seqs, id=ids, t=ts, x=xs, y=ys, keywords=kws, expires=exps)
                 label = "pub"
@@ -568,25 +481,24 @@ class Gate:
                 kind = kinds.pop()
                 if kind == RANGE:
                     rects = list(map(_RECT, recs))
-                    if not (all(map(le, map(_X1, rects), map(_X2, rects)))
-                            and all(map(le, map(_Y1, rects), map(_Y2, rects)))):
+                    if not rects_ordered(rects):
                         return None
-                    match_all = list(map(_MATCH_ALL_RANGE.__getitem__, map(_MATCH, recs)))
+                    match_all = list(map(MATCH_ALL_RANGE.__getitem__, map(_MATCH, recs)))
                     out = SubBlock(seq=seqs, id=ids, t=ts, kind=[RANGE] * len(ids), keywords=kw_col,
                                    match_all=match_all, rect=rects, expires=exps)
                 elif kind == KNN or kind == TOPK:
                     xs, ys, ks = list(map(_X, recs)), list(map(_Y, recs)), list(map(_K, recs))
-                    if UNSET in ks or not _inside(space, xs, ys):  # (the decoder held those given to 1..MAX_K)
+                    if UNSET in ks or not inside(space, xs, ys):  # (the decoder held those given to 1..MAX_K)
                         return None
                     if kind == KNN:
-                        match_all = list(map(_MATCH_ALL_KNN.__getitem__, map(_MATCH, recs)))
+                        match_all = list(map(MATCH_ALL_KNN.__getitem__, map(_MATCH, recs)))
                         out = SubBlock(seq=seqs, id=ids, t=ts, kind=[KNN] * len(ids), keywords=kw_col,
                                        match_all=match_all, x=xs, y=ys, k=ks, expires=exps)
                     else:  # top-k: its match is not read
                         alphas = list(map(_ALPHA, recs))  # (the decoder held those given to [0, 1])
                         if UNSET in alphas:
                             return None
-                        weights = _weights_column(list(map(_WEIGHTS, recs)), kws)
+                        weights = weights_column(list(map(_WEIGHTS, recs)), kws)
                         if weights is False:
                             return None
                         out = SubBlock(seq=seqs, id=ids, t=ts, kind=[TOPK] * len(ids), keywords=kw_col,
@@ -609,7 +521,7 @@ class Gate:
         return out
 
     def _coded(self, kws: list, raw: bool = False) -> Words | None:
-        """``kws`` as codes into the Gate's lexicon if ``_normal_words`` holds of them, else
+        """``kws`` as codes into the Gate's lexicon if ``normal_words`` holds of them, else
         None (``Lexicon.judged``; ``raw``: each record's keywords as JSON, ``raw_judged``); a
         new lexicon (next ``gen``) past ``LEX_MAX`` words."""
         lex = self.lexicon

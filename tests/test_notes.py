@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from skpubsub.core.layouts import Rows, note_cols
 from skpubsub.engine.engine import Engine
-from skpubsub.io.notewriter import Results, results_block
+from skpubsub.io.notewriter import Results, numbered, results_block
 from skpubsub.io.sinks import json_line, result_line, result_record
 from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, group_rows, net_changes, note_line, note_lines
 from skpubsub.runtime.runner import run
@@ -247,6 +247,19 @@ def test_compiled_writer_writes_the_formatter_s_lines(notes, reused):
     batch.extend(notes[:3])
     batch.add(cols)
     assert batch.json_block() == "".join(note_line(n) for n in notes[:3]) + want
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-(1 << 20), 1 << 20) | st.integers(0, 5), max_size=60))
+def test_numbered_is_first_appearance(slots):
+    """The writer's numbering of slots (in place of ``np.unique``'s): the same partition,
+    numbered in order of first appearance, whatever the values (negative, sparse, repeated)."""
+    a = np.array(slots, dtype=np.int64)
+    codes, firsts = numbered(a)
+    want = list(dict.fromkeys(slots))
+    assert a[firsts].tolist() == want
+    assert codes.tolist() == [want.index(v) for v in slots]
+    assert (codes[firsts] == np.arange(len(want))).all() and (np.diff(firsts) > 0).all()
 
 
 @settings(max_examples=300, deadline=None)

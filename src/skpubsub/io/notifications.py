@@ -309,16 +309,15 @@ class Notes:
                 self._sub = self.table[self.codes[0]]
             self.table = None
 
-    def distinct_subs(self) -> tuple[list, np.ndarray] | None:
-        """While unresolved: the ids of the distinct subscription slots and each notification's
-        index among them, read from the table under the lock ``resolve`` takes (``run``'s
-        writer thread asks while the engine, the table's owner, may resolve); else None."""
+    def ids_at(self, slots: np.ndarray) -> list | None:
+        """While unresolved: the subscription ids in ``slots`` of the table, read under the
+        lock ``resolve`` takes (``run``'s writer thread asks while the engine, the table's
+        owner, may resolve); else None."""
         if self.table is None:
             return None
-        subs, inv = np.unique(self.codes[0], return_inverse=True)
         with _TABLE_READ:
             table = self.table
-            return None if table is None else (table[subs].tolist(), inv.reshape(-1))
+            return None if table is None else table[slots].tolist()
 
     @property
     def t(self):

@@ -200,10 +200,10 @@ def numbered(slots):
     return codes, firsts[:k]
 
 
-def _group(slots: np.ndarray, values: np.ndarray) -> tuple[list, np.ndarray] | None:
-    """The distinct values by ``slots`` (each slot's first) and each one's number; None when
-    a slot names two values (cheap insurance: a slot reused within the run)."""
-    codes, firsts = numbered(slots)
+def _distinct(values: np.ndarray, codes: np.ndarray, firsts: np.ndarray) -> tuple[list, np.ndarray] | None:
+    """The distinct values by their slots' numbering (``numbered``: each slot's first value)
+    and each one's number; None when a slot names two values (cheap insurance: a slot
+    reused within the run)."""
     distinct = values[firsts]
     if not (distinct[codes] == values).all():
         return None
@@ -217,14 +217,13 @@ def block(notes) -> bytes | None:
     na = len(a_slot)
     codes, firsts = numbered(s_slot)
     got = notes.ids_at(s_slot[firsts])  # the ids by slot while unresolved (``Notes.sub``): right by construction
-    subs = (got, codes) if got is not None else _group(s_slot, notes._sub)  # resolved: checked as the objects
+    subs = (got, codes) if got is not None else _distinct(notes._sub, codes, firsts)  # resolved: checked
+    codes, firsts = numbered(notes.pub)
     if notes.times is not None:  # the run's times by pub index: no check needed
-        codes, firsts = numbered(notes.pub)
-        times = notes.times
-        pubs = ([times[p] for p in notes.pub[firsts].tolist()], codes)
+        pubs = ([notes.times[p] for p in notes.pub[firsts].tolist()], codes)
     else:  # times given per notification
-        pubs = _group(notes.pub, notes.t)
-    objs = _group(np.concatenate([a_slot, r_slot]), np.concatenate([notes.added, notes.removed]))
+        pubs = _distinct(notes.t, codes, firsts)
+    objs = _distinct(np.concatenate([notes.added, notes.removed]), *numbered(np.concatenate([a_slot, r_slot])))
     if subs is None or pubs is None or objs is None:
         return None
     groups, codes = zip(subs, pubs, objs)

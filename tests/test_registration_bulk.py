@@ -86,8 +86,8 @@ def _append_many_in_turn(rng, filtered):
 
 def test_append_many_of_mostly_distinct_keys_equals_appends_in_turn():
     """What ``run``'s batches give ``append_many``: nearly every key of a call a different list,
-    new or long open with its tail block at any fill (``_append_runs``' three passes, its
-    prefetches ``AHEAD`` runs early), over many calls and growths of every array."""
+    new or long open with its tail block at any fill, the same list again within the
+    pipeline's reach (``_append_each``), over many calls and growths of every array."""
     rng = np.random.default_rng(11)
     a, b = P.PostingStore(4, 8, filters=True), P.PostingStore(4, 8, filters=True)
     for rnd in range(12):

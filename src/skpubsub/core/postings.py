@@ -121,30 +121,18 @@ class PostingStore:
         self.reserve(entries, entries)
 
     def append_many(self, keys: np.ndarray, ents: np.ndarray, filters: np.ndarray | None = None) -> None:
-        """``append(key, entry)`` of each pair in turn, in bulk: each list ends with the same
-        entries in the same order, O(n log n). The pairs are grouped by key (a sort), the
-        distinct keys counted, so the store grows once to what they need, not to the worst
-        case of every entry a new list; then each key is probed once, in the order of its hash
-        slot (the table is walked front to back, not at random), and its run of entries
-        appended in one go into consecutive blocks; ``filters`` (one per pair, ``FILTER``) beside
-        them when the store keeps filters. (1M range subscriptions: 3.1M entries
-        under 0.36M keys; per-entry appends probing at random cost 1.5 s of CPU.)"""
+        """``append(key, entry)`` of each pair in turn, in bulk (``_append_each``): each list
+        ends with the same entries in the same order. ``filters`` (one per pair,
+        ``FILTER``) beside them when the store keeps filters. Room is made once, for at
+        most one new list a pair (counted when that bound would grow the table for nothing).
+        (Grouping the pairs by key first, a sort, paid only when a call brings many entries
+        a key; a run's batch of range subscriptions brings about one: NOTES.md, bulk appends.)"""
         n = len(keys)
         if not n:
             return
-        order = np.argsort(keys)  # quicksort; _stable_runs puts each run back in input order
-        sk = keys[order]
-        cut = np.flatnonzero(sk[1:] != sk[:-1]) + 1
-        starts = np.empty(len(cut) + 2, dtype=np.int64)
-        starts[0], starts[1:-1], starts[-1] = 0, cut, n
-        _stable_runs(order, starts)
-        self.reserve(len(starts) - 1, n)
-        first = sk[starts[:-1]]
-        home = ((first.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & np.uint64(len(self.h_keys) - 1)).view(np.int64)
-        # (as raw bytes: NumPy's take of records is 5x slower)
-        fl = filters.view(f"V{FILTER.itemsize}")[order].view(FILTER) if len(self.blk_filter) else NO_FILTERS
-        _append_runs(self.plain, first, starts, np.argsort(home), home, (ents[order], fl),
-                     np.empty(2 * len(first), dtype=np.int64))
+        lists = n if 2 * (int(self.meta[M_KEYS]) + n) <= len(self.h_keys) else len(np.unique(keys))
+        self.reserve(lists, n)
+        _append_each(self.plain, keys, (ents, filters if len(self.blk_filter) else NO_FILTERS))
 
     @property
     def arrays(self) -> Postings:
@@ -499,76 +487,58 @@ def append(st, key, entry, filt):
     meta[M_ENTRIES] += 1
 
 
-@njit(cache=True)
-def _stable_runs(order, starts):
-    """Sort each run ``order[starts[r]:starts[r + 1]]`` ascending, so an unstable sort by key
-    becomes the stable one: insertion sort for short runs, a sort for long ones (one common
-    keyword's global list can hold most entries: insertion sort would be quadratic)."""
-    for r in range(len(starts) - 1):
-        if starts[r + 1] - starts[r] > 32:
-            order[starts[r]:starts[r + 1]] = np.sort(order[starts[r]:starts[r + 1]])
-            continue
-        for i in range(starts[r] + 1, starts[r + 1]):
-            v = order[i]
-            j = i - 1
-            while j >= starts[r] and order[j] > v:
-                order[j + 1] = order[j]
-                j -= 1
-            order[j + 1] = v
-
-
-
-
-AHEAD = 16  # runs ahead that _append_runs asks for the lines it will touch
+FAR, NEAR, SOON = 16, 8, 4  # entries ahead that ``_append_each`` asks for a key's slot, its list, its tail block
+RING = 32  # (a power of two above NEAR): the lists found, by entry
 
 
 @njit(cache=True)
-def _append_runs(st, first, starts, korder, home, payload, at):
-    """Append ``ents[starts[r]:starts[r + 1]]`` to the list of key ``first[r]`` for each run
-    ``r`` in ``korder`` (room reserved; ``payload``: ``ents`` and their filters):
-    ``append``'s result, one probe per key (``home``: each key's hash slot). In three passes
-    over the runs (``at``: scratch, two per run): the list of each key (the hash probes), its
-    tail block and fill, then the writes, the first and last asking ``AHEAD`` runs early for
-    the lines they will touch (``prefetch``). One pass doing all three per run waited on a
-    cache miss at each step (NOTES.md, bulk appends)."""
+def _append_each(st, keys, payload):
+    """``append(keys[j], ents[j])`` for each ``j`` in turn (room reserved; ``payload``: ``ents``
+    and their filters), as a pipeline: the hash slot of entry ``j + FAR``'s key is asked
+    for, entry ``j + NEAR``'s list is found (or opened) and its tail and fill asked for,
+    entry ``j + SOON``'s tail block asked for, and entry ``j`` written. Each step reads what
+    an earlier one brought into the cache, so the misses of a dozen entries overlap instead
+    of each waiting on the last (NOTES.md, bulk appends). The write reads the tail and fill
+    again: an earlier entry of the same list may have moved them since they were asked for."""
     h_keys, h_vals, p_head, p_tail, p_fill, p_key, p_free, blk_next, blk_data, blk_free, meta, lv, blk_filter = st
     ents, filters = payload
-    nr = len(korder)
-    for i in range(nr):
-        if i + AHEAD < nr:
-            h = home[korder[i + AHEAD]]
+    n = len(keys)
+    mask = len(h_keys) - 1
+    ring = np.empty(RING, np.int64)
+    for q in range(min(NEAR, n)):
+        ring[q] = _list_of(st, keys[q])
+    for j in range(n):
+        if j + FAR < n:
+            h = (keys[j + FAR] * 0x9E3779B97F4A7C15) & mask  # slot_of's home
             prefetch(h_keys, h)
             prefetch(h_vals, h)
-        at[i] = _list_of(st, first[korder[i]])
-    for i in range(nr):  # each list's tail block and fill: (tail + 1) * (B + 1) + fill
-        p = at[i]
-        at[nr + i] = (np.int64(p_tail[p]) + 1) * (B + 1) + p_fill[p]
-    for i in range(nr):
-        if i + AHEAD < nr and at[nr + i + AHEAD] > B:  # a tail block to write into
-            tf = at[nr + i + AHEAD]
-            prefetch(blk_data, (tf // (B + 1) - 1) * B + tf % (B + 1))
-            if len(blk_filter):
-                prefetch(blk_filter, (tf // (B + 1) - 1) * B + tf % (B + 1))
-        r = korder[i]
-        p = at[i]
-        t = at[nr + i] // (B + 1) - 1
-        f = at[nr + i] % (B + 1)
-        for j in range(starts[r], starts[r + 1]):
-            if t < 0 or f == B:
-                b = _new_block(blk_next, blk_free, meta)
-                if t < 0:
-                    p_head[p] = b
-                else:
-                    blk_next[t] = b
-                t = b
-                f = 0
-            blk_data[t * B + f] = ents[j]
-            if len(blk_filter):
-                blk_filter[t * B + f] = filters[j]
-            f += 1
+        if j + NEAR < n:
+            p = _list_of(st, keys[j + NEAR])
+            ring[(j + NEAR) & (RING - 1)] = p
+            prefetch(p_tail, p)
+            prefetch(p_fill, p)
+        if j + SOON < n:
+            p = ring[(j + SOON) & (RING - 1)]
+            t = p_tail[p]
+            if t >= 0 and p_fill[p] < B:
+                prefetch(blk_data, t * B + p_fill[p])
+                if len(blk_filter):
+                    prefetch(blk_filter, t * B + p_fill[p])
+        p = ring[j & (RING - 1)]
+        t, f = p_tail[p], p_fill[p]
+        if t < 0 or f == B:
+            b = _new_block(blk_next, blk_free, meta)
+            if t < 0:
+                p_head[p] = b
+            else:
+                blk_next[t] = b
+            t, f = b, 0
+        blk_data[t * B + f] = ents[j]
+        if len(blk_filter):
+            blk_filter[t * B + f] = filters[j]
         p_tail[p] = t
-        p_fill[p] = f
-    meta[M_ENTRIES] += starts[nr] - starts[0]
+        p_fill[p] = f + 1
+    meta[M_ENTRIES] += n
 
 
 @njit(cache=True)

@@ -75,8 +75,9 @@ def test_the_gates_coded_blocks_are_its_plain_ones(seed: int, monkeypatch) -> No
     if seed % 2:
         monkeypatch.setattr("skpubsub.io.validate.LEX_MAX", 3)
     read_raw = []
-    raw_judged = Lexicon.raw_judged
-    monkeypatch.setattr(Lexicon, "raw_judged", lambda lex, raws: read_raw.append(raw_judged(lex, raws)) or read_raw[-1])
+    spans_judged = Lexicon.spans_judged  # (``raw_judged``'s too)
+    monkeypatch.setattr(Lexicon, "spans_judged",
+                        lambda lex, *spans: read_raw.append(spans_judged(lex, *spans)) or read_raw[-1])
     plain, coded = Gate("none"), Gate("none", coded=True)
     first, kinds, gens = 1, set(), set()
     for _ in range(12):
@@ -212,8 +213,8 @@ def test_spelling_verdicts_and_table_growth() -> None:
 
     def read(*records: str):
         raws = [r.encode() for r in records]
-        return t.codes(np.frombuffer(b"".join(raws), np.uint8),
-                       np.cumsum([len(r) for r in raws]).astype(np.int64))
+        ends = np.cumsum([len(r) for r in raws]).astype(np.int64)
+        return t.codes(np.frombuffer(b"".join(raws), np.uint8), ends - [len(r) for r in raws], ends)
 
     starts, stops, codes, off = read('["ab"]', ' [ "c" ,\t"\\"d" ] ', '["ab","\\u00fc"]')
     assert off.tolist() == [0, 1, 3, 5] and codes.tolist() == [-1] * 5
@@ -225,7 +226,8 @@ def test_spelling_verdicts_and_table_growth() -> None:
     raws = [("[" + s + "]").encode() for s in spellings]
     buf = np.frombuffer(b"".join(raws), np.uint8)
     ends = np.cumsum([len(r) for r in raws]).astype(np.int64)
-    starts, stops, codes, _ = t.codes(buf, ends)
+    begins = ends - [len(r) for r in raws]
+    starts, stops, codes, _ = t.codes(buf, begins, ends)
     t.learn(buf, starts, stops, np.arange(len(codes), dtype=np.int64))
     t.learn(buf, starts[:5], stops[:5], np.full(5, 99, np.int64))  # kept already: unchanged
-    assert t.codes(buf, ends)[2].tolist() == list(range(len(spellings)))
+    assert t.codes(buf, begins, ends)[2].tolist() == list(range(len(spellings)))

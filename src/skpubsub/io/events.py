@@ -17,6 +17,7 @@ from operator import attrgetter
 from typing import Any, Union
 
 import msgspec
+import numpy as np
 
 from .lexicon import Words
 
@@ -93,6 +94,35 @@ _PUB_FIELDS = tuple(Pub.__struct_fields__)
 _PUB_DEFAULTS = dict(zip(_PUB_FIELDS[len(_PUB_FIELDS) - len(Pub.__struct_defaults__):], Pub.__struct_defaults__))
 
 
+class Rects(Sequence):
+    """A range block's rectangles as one ``(n, 4)`` float64 array (``rawsubs`` reads them so):
+    as a sequence the tuples of four floats they stand for, made only when asked for; a
+    slice is a view. The engine's ``SubTable.add_many`` reads the array itself."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    @classmethod
+    def concat(cls, parts: list["Rects"]) -> "Rects":
+        return cls(np.concatenate([p.array for p in parts]))
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return Rects(self.array[i])
+        return tuple(self.array[i].tolist())
+
+    def __iter__(self):
+        return map(tuple, self.array.tolist())
+
+    def __reduce__(self):
+        return Rects, (self.array,)
+
+
 class _Block(Sequence):
     """A run of events of one class as columns, one list (or ``range``) a field, in stream
     order: :class:`SubBlock`, :class:`PubBlock`. A column that is None holds the field's
@@ -137,6 +167,8 @@ class _Block(Sequence):
                 cols[f] = None
             elif all(type(c) is Words for c in got) and (w := Words.concat(got)) is not None:
                 cols[f] = w  # coded keywords stay codes
+            elif all(type(c) is Rects for c in got):
+                cols[f] = Rects.concat(got)
             else:
                 d = cls.DEFAULTS.get(f)
                 cols[f] = list(chain.from_iterable(repeat(d, len(b)) if c is None else c

@@ -81,11 +81,16 @@ class Lexicon:
         the bytes (``rawwords``): only a spelling not seen before is decoded and looked up
         by its string. None also when a record is not an array of strings or a new spelling
         does not decode (the caller then goes the old way, which says why)."""
+        lens = np.fromiter(map(len, raws), np.int64, len(raws))
+        ends = np.cumsum(lens)
+        return self.spans_judged(b"".join(raws), ends - lens, ends)
+
+    def spans_judged(self, joined: bytes, begins: np.ndarray, ends: np.ndarray) -> "Words | None":
+        """``raw_judged`` of the arrays ``joined[begins[i]:ends[i]]``."""
         if self._table is None:
             self._table = RawTable()
-        joined = b"".join(raws)
         buf = np.frombuffer(joined, np.uint8)
-        got = self._table.codes(buf, np.cumsum(np.fromiter(map(len, raws), np.int64, len(raws))))
+        got = self._table.codes(buf, begins, ends)
         if got is None:
             return None
         starts, stops, codes, off = got

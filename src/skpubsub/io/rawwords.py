@@ -37,15 +37,15 @@ class RawTable:
         self.arena = np.zeros(1 << 16, np.uint8)
         self.used = np.zeros(2, np.int64)  # slots filled, arena bytes used
 
-    def codes(self, buf: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...] | None:
-        """Each record's strings (record ``r`` is ``buf[ends[r-1]:ends[r]]``, an array of
+    def codes(self, buf: np.ndarray, begins: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """Each record's strings (record ``r`` is ``buf[begins[r]:ends[r]]``, an array of
         one string or more): ``(starts, stops, codes, off)``, a string's bytes and its code
         (-1 when the spelling is new), and where each record's strings begin; None when a
         record is anything else (empty, another value, a control byte in a string)."""
-        cap = len(buf) // 3 + 1  # a string takes 3 bytes at least: its quotes and a comma or bracket
+        cap = int((ends - begins).sum()) // 3 + 1  # a string takes 3 bytes at least: its quotes and a comma or bracket
         at = np.empty((3, cap), np.int64)
         off = np.empty(len(ends) + 1, np.int64)
-        n = spell(buf, ends, self.slots, self.arena, at, off)
+        n = spell(buf, (begins, ends), self.slots, self.arena, at, off)
         if n < 0:
             return None
         return at[0, :n], at[1, :n], at[2, :n], off
@@ -105,19 +105,19 @@ def _space(c):
 
 
 @njit(cache=True)
-def spell(buf, ends, slots, arena, at, off):
-    """Read records ``buf[ends[r-1]:ends[r]]``, each ``[`` string (``,`` string)* ``]`` with
-    JSON white space between: ``at[0]``/``at[1]`` each string's bytes inside its quotes,
+def spell(buf, spans, slots, arena, at, off):
+    """Read records ``buf[begins[r]:ends[r]]`` (``spans``: the two arrays), each ``[``
+    string (``,`` string)* ``]`` with JSON white space between: ``at[0]``/``at[1]`` each string's bytes inside its quotes,
     ``at[2]`` its code (-1: not in the table), ``off`` where each record's strings begin.
     The number of strings, or -1 when a record is not such an array. An escape is taken
     as written (a backslash and the byte after it); whether it is a valid one is msgspec's
     to say when the spelling is new (a known spelling was once)."""
+    begins, ends = spans
     n = 0
-    a = 0
     off[0] = 0
     for r in range(len(ends)):
         e = ends[r]
-        p = a
+        p = begins[r]
         while p < e and _space(buf[p]):
             p += 1
         if p >= e or buf[p] != 91:  # [
@@ -167,7 +167,6 @@ def spell(buf, ends, slots, arena, at, off):
         if p != e:
             return -1
         off[r + 1] = n
-        a = e
     return n
 
 
@@ -207,5 +206,5 @@ def warm() -> None:
     this, so it reads its first block without the 0.1-0.2 s of loading them."""
     t = RawTable()
     buf = np.frombuffer(b'["a"]', np.uint8)
-    got = t.codes(buf, np.array([len(buf)], np.int64))
+    got = t.codes(buf, np.zeros(1, np.int64), np.array([len(buf)], np.int64))
     t.learn(buf, got[0], got[1], np.zeros(1, np.int64))

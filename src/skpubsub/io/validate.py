@@ -20,8 +20,9 @@ import msgspec
 from msgspec import UNSET
 
 from ..core.config import Space, Window
-from .events import KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, PubBlock, Rejection, Sub, SubBlock, Unsub, op_label
-from . import fastline
+from .events import (KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, PubBlock, Rects, Rejection, Sub, SubBlock,
+                     Unsub, op_label)
+from . import fastline, rawsubs
 from .keywords import normalise, normalise_keywords, split_text
 from .blockcheck import MATCH_ALL_KNN, MATCH_ALL_RANGE, ends_past, inside, normal_words, one_object_a_line, rects_ordered, weights_column
 from .lexicon import LEX_MAX, Lexicon, Words
@@ -371,7 +372,9 @@ class Gate:
             n = lines.count(b"\n") + 1 if n is None else n
             if one_object_a_line(lines, n):
                 if self.lexicon is not None and lines.startswith(_SUB_OPENING):
-                    out = self._raw_columns(first, lines, n)
+                    out = self._scanned(first, lines, n)
+                    if out is None:
+                        out = self._raw_columns(first, lines, n)
                     if out is not None:
                         return out
                 try:
@@ -415,6 +418,54 @@ class Gate:
             return None
         words = self._coded(raws, raw=True)
         return None if words is None else self._columns(first, recs, words)
+
+    def _scanned(self, first: int, lines: bytes, n: int) -> SubBlock | None:
+        """``_raw_columns`` of a block that ``rawsubs`` reads whole from its bytes: the same
+        tests as ``_columns`` makes of a block of range or kNN subscriptions, over arrays;
+        None when the block is anything else."""
+        got = rawsubs.scan_block(lines, n)
+        if got is None:
+            return None
+        ints, floats = got.ints, got.floats
+        kind = ints[:, rawsubs.KIND]
+        if kind.min() != kind.max():
+            return None
+        floated = ints[:, rawsubs.T_FLOAT]
+        if floated.min() != floated.max():  # ints and floats: the records' own path
+            return None
+        tcol = floats[:, rawsubs.T] if floated[0] else ints[:, rawsubs.T_INT]
+        ts = tcol.tolist()  # (Python numbers: compared with the last exactly)
+        last = self.last_t
+        if last is not None and ts[0] < last or bool((tcol[1:] < tcol[:-1]).any()):
+            return None  # time going backwards somewhere: event by event
+        ends = self._ends
+        if ends and ends[0][0] <= ts[-1]:  # an expiry falls in the block: event by event
+            return None
+        words = self._coded((lines, ints[:, rawsubs.KW_A], ints[:, rawsubs.KW_B]), spans=True)
+        if words is None:
+            return None
+        match = ints[:, rawsubs.MATCH]
+        ids = got.ids
+        if kind[0] == rawsubs.RANGE_CODE:
+            rect = floats[:, rawsubs.X1:rawsubs.Y2 + 1]
+            if not ((rect[:, 0] <= rect[:, 2]).all() and (rect[:, 1] <= rect[:, 3]).all()):
+                return None
+            out = SubBlock(seq=range(first, first + n), id=ids, t=ts, kind=[RANGE] * n, keywords=words,
+                           match_all=(match != rawsubs.MATCH_ANY).tolist(), rect=Rects(rect.copy()))
+            label = op_label("sub", RANGE)
+        else:
+            xs, ys, ks = floats[:, rawsubs.X].tolist(), floats[:, rawsubs.Y].tolist(), ints[:, rawsubs.K]
+            if ks.min() < 1 or ks.max() > MAX_K or not inside(self.space, xs, ys):
+                return None
+            out = SubBlock(seq=range(first, first + n), id=ids, t=ts, kind=[KNN] * n, keywords=words,
+                           match_all=(match == rawsubs.MATCH_ALL).tolist(), x=xs, y=ys, k=ks.tolist())
+            label = op_label("sub", KNN)
+        if not self._claim(ids):
+            return None
+        self.block_label = label
+        self.last_t = ts[-1]
+        self._seq = first + n - 1
+        return out
 
     def _columns(self, first: int, recs: list, coded: Words | None = None) -> SubBlock | PubBlock | None:
         """The events of a block of decoded records when the block is one op (``pub``) or one
@@ -520,14 +571,15 @@ class Gate:
         self._seq = seqs[-1]
         return out
 
-    def _coded(self, kws: list, raw: bool = False) -> Words | None:
+    def _coded(self, kws, raw: bool = False, spans: bool = False) -> Words | None:
         """``kws`` as codes into the Gate's lexicon if ``normal_words`` holds of them, else
-        None (``Lexicon.judged``; ``raw``: each record's keywords as JSON, ``raw_judged``); a
-        new lexicon (next ``gen``) past ``LEX_MAX`` words."""
+        None (``Lexicon.judged``; ``raw``: each record's keywords as JSON, ``raw_judged``;
+        ``spans``: a block's bytes and where each record's keywords lie in them,
+        ``spans_judged``); a new lexicon (next ``gen``) past ``LEX_MAX`` words."""
         lex = self.lexicon
         if len(lex) > LEX_MAX:
             lex = self.lexicon = Lexicon(lex.gen + 1)
-        return lex.raw_judged(kws) if raw else lex.judged(kws)
+        return lex.spans_judged(*kws) if spans else lex.raw_judged(kws) if raw else lex.judged(kws)
 
     def _claim(self, ids: list) -> bool:
         """Make a block's ids active if none is active (or ended, but not yet forgotten) and

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..core.config import Space, Window
 from .failure import RunFailure
-from ..io import rawwords
+from ..io import rawsubs, rawwords
 from ..io.lexicon import Lexicon, Words
 from ..io.lines import stream_blocks
 from ..io.validate import Gate
@@ -59,6 +59,7 @@ def _apart(path: Path, window: Window, space: Space) -> Iterator[tuple]:
     raises."""
     ctx = mp.get_context("fork")  # the Gate's modules are loaded here already: no start-up
     rawwords.warm()  # and its kernels: Numba's target once, here, where the engine needs it too
+    rawsubs.warm()
     recv, send = ctx.Pipe(duplex=False)
     _widen(send)
     child = ctx.Process(target=_child, args=(send, path, window, space), daemon=True)

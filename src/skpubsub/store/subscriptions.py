@@ -9,7 +9,7 @@ from operator import is_not
 
 import numpy as np
 
-from ..io.events import KNN, RANGE, TOPK, Sub, SubBlock
+from ..io.events import KNN, RANGE, TOPK, Rects, Sub, SubBlock
 from ..io.lexicon import Words
 from ..core.layouts import Laid, Subs, cached
 from ..core.columns import NO_IDS, Columns, SegmentPool, as_index, grow_ids, put_ids, segment_items
@@ -274,8 +274,11 @@ class SubTable(Laid):
         rng = kind == K_RANGE
         nrng = n if one == RANGE else 0 if one is not None else int(np.count_nonzero(rng))
         if nrng:
-            rects = b.rect if nrng == n else [r for r, g in zip(b.rect, rng.tolist()) if g]
-            rect = np.fromiter(chain.from_iterable(rects), np.float64, 4 * nrng).reshape(nrng, 4)
+            if type(b.rect) is Rects:
+                rect = b.rect.array if nrng == n else b.rect.array[rng]
+            else:
+                rects = b.rect if nrng == n else [r for r, g in zip(b.rect, rng.tolist()) if g]
+                rect = np.fromiter(chain.from_iterable(rects), np.float64, 4 * nrng).reshape(nrng, 4)
             rs = at if nrng == n else slots[rng]
             c.rx1[rs], c.ry1[rs], c.rx2[rs], c.ry2[rs] = rect.T
         self.holders += n - nrng

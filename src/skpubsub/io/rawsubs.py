@@ -13,12 +13,13 @@ UTF-8 buffer, the keyword arrays as spans of the block. Anything else (another k
 twice, an escape in an id or a key, an integer id, a syntax error) gives None, and the
 block goes the usual way, where the line's own decoder says why.
 
-Numbers are read exactly or not at all: an integer of up to 15 digits, or a decimal of up
-to 15 significant digits whose power of ten is within 10**22, is exact in float64 after
-one correctly rounded multiplication or division of two exact values (Clinger's fast
-path); any other is left to msgspec (``slow``), which decodes its token alone as the
-record's decoder would have. An integer written for a float field is the float of that
-integer, as msgspec makes it (``-0`` is ``0.0``).
+Numbers are read exactly or not at all: an integer below 2**53 is exact in float64 (up to
+18 digits in int64, for ``t`` and ``k``), and a decimal of up to 15 significant digits
+whose power of ten is within 10**22 is exact after one correctly rounded multiplication or
+division of two exact values (Clinger's fast path); any other is left to msgspec
+(``slow``), which decodes its token alone as the record's decoder would have. An integer
+written for a float field is the float of that integer, as msgspec makes it (``-0`` is
+``0.0``).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ KNN_KEYS = B_OP | B_ID | B_T | B_KIND | B_X | B_Y | B_K | B_KW
 FAST_DIGITS = 15  # below 2**53: exact in float64
 POW10 = np.array([10.0 ** i for i in range(23)])  # each exact in float64
 
-_number = msgspec.json.Decoder(float).decode  # a slow token, as the record's decoder reads it
+_numbers = msgspec.json.Decoder(list[float]).decode  # slow tokens, as the record's decoder reads each
 
 
 class Scanned(NamedTuple):
@@ -51,7 +52,6 @@ class Scanned(NamedTuple):
     ints: np.ndarray  # (n, 9) int64: the ``I`` columns above
     floats: np.ndarray  # (n, 7) float64: the ``F`` columns above
     ids: list[str]
-    buf: np.ndarray  # the block's bytes (the keyword spans index them)
 
 
 def scan_block(lines: bytes, n: int) -> Scanned | None:
@@ -64,18 +64,20 @@ def scan_block(lines: bytes, n: int) -> Scanned | None:
     got, n_slow, n_ids = scan(buf, n, (ints, floats, slow, ids, POW10))
     if got != n:
         return None
-    for r, col, span in slow[:n_slow].tolist():
-        if col == T:  # a time the fast path does not read: the usual way
+    if n_slow:
+        r, col, span = slow[:n_slow].T
+        if (col == T).any():  # a time the fast path does not read: the usual way
             return None
-        try:
-            floats[r, col] = _number(lines[span >> 32:span & 0xFFFFFFFF])
+        a, b = (span >> 32).tolist(), (span & 0xFFFFFFFF).tolist()
+        try:  # one call for all, each token as the record's decoder reads it
+            floats[r, col] = _numbers(b"[" + b",".join(map(lines.__getitem__, map(slice, a, b))) + b"]")
         except msgspec.DecodeError:
             return None
     try:
         text = ids[:n_ids - 1].tobytes().decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return Scanned(ints, floats, text.split("\n"), buf)
+    return Scanned(ints, floats, text.split("\n"))
 
 
 @njit(inline="always", cache=True)

@@ -42,7 +42,7 @@ class RawTable:
         one string or more): ``(starts, stops, codes, off)``, a string's bytes and its code
         (-1 when the spelling is new), and where each record's strings begin; None when a
         record is anything else (empty, another value, a control byte in a string)."""
-        cap = int((ends - begins).sum()) // 3 + 1  # a string takes 3 bytes at least: its quotes and a comma or bracket
+        cap = int((ends - begins).sum()) // 3 + 1  # a string takes 3 bytes at least: quotes, a comma or bracket
         at = np.empty((3, cap), np.int64)
         off = np.empty(len(ends) + 1, np.int64)
         n = spell(buf, (begins, ends), self.slots, self.arena, at, off)
@@ -107,8 +107,9 @@ def _space(c):
 @njit(cache=True)
 def spell(buf, spans, slots, arena, at, off):
     """Read records ``buf[begins[r]:ends[r]]`` (``spans``: the two arrays), each ``[``
-    string (``,`` string)* ``]`` with JSON white space between: ``at[0]``/``at[1]`` each string's bytes inside its quotes,
-    ``at[2]`` its code (-1: not in the table), ``off`` where each record's strings begin.
+    string (``,`` string)* ``]`` with JSON white space between: ``at[0]``/``at[1]`` each
+    string's bytes inside its quotes, ``at[2]`` its code (-1: not in the table), ``off``
+    where each record's strings begin.
     The number of strings, or -1 when a record is not such an array. An escape is taken
     as written (a backslash and the byte after it); whether it is a valid one is msgspec's
     to say when the spelling is new (a known spelling was once)."""

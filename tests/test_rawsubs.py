@@ -229,3 +229,18 @@ def test_rects_are_the_tuples_they_stand_for() -> None:
     assert type(joined.rect) is Rects and list(joined.rect) == [(i, 0.0, i + 1, 1.0) for i in range(4)]
     mixed = SubBlock.join([b1, b2[0]])
     assert list(mixed.rect) == [(0.0, 0.0, 1.0, 1.0), (1.0, 0.0, 2.0, 1.0), (2.0, 0.0, 3.0, 1.0)]
+
+
+def test_scanned_columns_pickle_as_their_arrays() -> None:
+    """A scanned block through the reading process's pipe (pickled and back): the same
+    events, its columns plain lists again."""
+    for kind, shape in (("range", '"rect":[%d,0.5,%d,1.5]'), ("knn", '"x":%d.5,"y":%d,"k":3,"match":"any"')):
+        gate = Gate("none", coded=True)
+        lines = [('{"op":"sub","id":"s%d%s","t":%d,"kind":"%s",%s,"keywords":["a"]}'
+                  % (i, kind, i // 3, kind, shape % (i % 90, i % 90 + 1))).encode() for i in range(2000)]
+        block = gate.admit_block(1, b"\n".join(lines), len(lines))
+        assert type(block) is SubBlock and type(block.id) is not list  # (a Packed column)
+        back = pickle.loads(pickle.dumps(block))
+        assert all(type(getattr(back, f)) is list for f in ("id", "t", "kind", "match_all"))
+        block.keywords.lex = back.keywords.lex = gate.lexicon
+        assert repr(list(back)) == repr(list(block))

@@ -94,6 +94,30 @@ _PUB_FIELDS = tuple(Pub.__struct_fields__)
 _PUB_DEFAULTS = dict(zip(_PUB_FIELDS[len(_PUB_FIELDS) - len(Pub.__struct_defaults__):], Pub.__struct_defaults__))
 
 
+class Packed(list):
+    """A block's column, a list, that pickles as the C call that makes it again (``made``:
+    the callable and its arguments, an array's ``tolist`` or a text's ``split``): one array
+    or string through ``run``'s pipe instead of a million objects, unpickled as the plain
+    list (``rawsubs``' columns)."""
+
+    __slots__ = ("made",)
+
+    @classmethod
+    def of(cls, items: list, made: tuple) -> "Packed":
+        out = cls(items)
+        out.made = made
+        return out
+
+    def __reduce__(self):
+        return self.made
+
+
+def packed(col: np.ndarray) -> Packed:
+    """``col.tolist()``, pickled as the array."""
+    col = np.ascontiguousarray(col)
+    return Packed.of(col.tolist(), (np.ndarray.tolist, (col,)))
+
+
 class Rects(Sequence):
     """A range block's rectangles as one ``(n, 4)`` float64 array (``rawsubs`` reads them so):
     as a sequence the tuples of four floats they stand for, made only when asked for; a

@@ -30,6 +30,8 @@ import msgspec
 import numpy as np
 from numba import njit
 
+from .events import Packed
+
 # the int64 columns of a record (``I``), then its float64 ones (``F``)
 ID_A, ID_B, KW_A, KW_B, T_INT, K, KIND, MATCH, T_FLOAT = range(9)
 T, X1, Y1, X2, Y2, X, Y = range(7)
@@ -51,7 +53,7 @@ class Scanned(NamedTuple):
 
     ints: np.ndarray  # (n, 9) int64: the ``I`` columns above
     floats: np.ndarray  # (n, 7) float64: the ``F`` columns above
-    ids: list[str]
+    ids: Packed  # (pickled as their text: none holds a newline, ``scan`` refuses control bytes in an id)
 
 
 def scan_block(lines: bytes, n: int) -> Scanned | None:
@@ -77,7 +79,7 @@ def scan_block(lines: bytes, n: int) -> Scanned | None:
         text = ids[:n_ids - 1].tobytes().decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return Scanned(ints, floats, text.split("\n"))
+    return Scanned(ints, floats, Packed.of(text.split("\n"), (str.split, (text, "\n"))))
 
 
 @njit(inline="always", cache=True)

@@ -13,15 +13,15 @@ import heapq
 import json
 import math
 from itertools import count, islice
-from operator import attrgetter, le
+from operator import attrgetter, le, mul
 from typing import Any
 
 import msgspec
 from msgspec import UNSET
 
 from ..core.config import Space, Window
-from .events import (KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Pub, PubBlock, Rects, Rejection, Sub, SubBlock,
-                     Unsub, op_label)
+from .events import (KINDS, KNN, MAX_K, RANGE, TOPK, UNREADABLE, Event, Packed, Pub, PubBlock, Rects, Rejection, Sub,
+                     SubBlock, Unsub, op_label, packed)
 from . import fastline, rawsubs
 from .keywords import normalise, normalise_keywords, split_text
 from .blockcheck import MATCH_ALL_KNN, MATCH_ALL_RANGE, ends_past, inside, normal_words, one_object_a_line, rects_ordered, weights_column
@@ -434,7 +434,7 @@ class Gate:
         if floated.min() != floated.max():  # ints and floats: the records' own path
             return None
         tcol = floats[:, rawsubs.T] if floated[0] else ints[:, rawsubs.T_INT]
-        ts = tcol.tolist()  # (Python numbers: compared with the last exactly)
+        ts = packed(tcol)  # (Python numbers: compared with the last exactly)
         last = self.last_t
         if last is not None and ts[0] < last or bool((tcol[1:] < tcol[:-1]).any()):
             return None  # time going backwards somewhere: event by event
@@ -450,15 +450,15 @@ class Gate:
             rect = floats[:, rawsubs.X1:rawsubs.Y2 + 1]
             if not ((rect[:, 0] <= rect[:, 2]).all() and (rect[:, 1] <= rect[:, 3]).all()):
                 return None
-            out = SubBlock(seq=range(first, first + n), id=ids, t=ts, kind=[RANGE] * n, keywords=words,
-                           match_all=(match != rawsubs.MATCH_ANY).tolist(), rect=Rects(rect.copy()))
+            out = SubBlock(seq=range(first, first + n), id=ids, t=ts, kind=Packed.of([RANGE] * n, (mul, ([RANGE], n))),
+                           keywords=words, match_all=packed(match != rawsubs.MATCH_ANY), rect=Rects(rect.copy()))
             label = op_label("sub", RANGE)
         else:
-            xs, ys, ks = floats[:, rawsubs.X].tolist(), floats[:, rawsubs.Y].tolist(), ints[:, rawsubs.K]
+            xs, ys, ks = packed(floats[:, rawsubs.X]), packed(floats[:, rawsubs.Y]), ints[:, rawsubs.K]
             if ks.min() < 1 or ks.max() > MAX_K or not inside(self.space, xs, ys):
                 return None
-            out = SubBlock(seq=range(first, first + n), id=ids, t=ts, kind=[KNN] * n, keywords=words,
-                           match_all=(match == rawsubs.MATCH_ALL).tolist(), x=xs, y=ys, k=ks.tolist())
+            out = SubBlock(seq=range(first, first + n), id=ids, t=ts, kind=Packed.of([KNN] * n, (mul, ([KNN], n))),
+                           keywords=words, match_all=packed(match == rawsubs.MATCH_ALL), x=xs, y=ys, k=packed(ks))
             label = op_label("sub", KNN)
         if not self._claim(ids):
             return None

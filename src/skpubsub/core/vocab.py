@@ -101,7 +101,7 @@ class Vocabulary:
         """``ids`` of a coded keyword column (``io.lexicon.Words``), every record's one after
         another, as int64. Each code's id is kept from its first lookup while the id still
         names its word (its ``gen`` unchanged: ``_forget`` bumps it), so a run of known words
-        costs two array passes and no hashing; the others are looked up by word, new ones
+        costs one compiled pass (``_kept_ids``) and no hashing; the others are looked up by word, new ones
         learnt in order of first use, as ``ids`` learns them."""
         codes, lex = words.flat(), words.lex
         if lex is not self._lex:  # another lexicon: nothing known of its codes
@@ -109,10 +109,10 @@ class Vocabulary:
         if len(self._c_id) < len(lex):
             cap = max(len(lex), 2 * len(self._c_id))
             self._c_id, self._c_gen = grown(self._c_id, cap, -1), grown(self._c_gen, cap, 0)
-        ids = self._c_id[codes]
-        stale = (ids < 0) | (self.gen[ids] != self._c_gen[codes])  # (-1 reads the last id's gen: either way stale)
-        if stale.any():
-            miss = codes[stale]
+        ids = np.empty(len(codes), np.int64)
+        n_stale = _kept_ids(codes, (self._c_id, self._c_gen, self.gen), ids)
+        if n_stale:
+            miss = codes[ids < 0]
             u, first = np.unique(miss, return_index=True)
             u = u[np.argsort(first)]  # in order of first use
             got = np.asarray(self.ids([lex.words[c] for c in u.tolist()]), dtype=np.int64)
@@ -314,6 +314,22 @@ class Vocabulary:
         assert all(self.words[i] is None and self.freq[i] == 0 for i in gone), "a forgotten id kept data"
         dormant = sum(1 for i in self._ids.values() if self.refs[i] == 0)
         assert dormant == self._dormant, ("dormant words miscounted", dormant, self._dormant)
+
+
+@njit(cache=True)
+def _kept_ids(codes, kept, ids):
+    """``ids_of``'s first pass, one loop for its four array passes: each code's kept id where
+    it still names its word (``kept``: ``(c_id, c_gen, gen)``), else -1; how many are -1."""
+    c_id, c_gen, gen = kept
+    stale = 0
+    for j in range(len(codes)):
+        c = codes[j]
+        i = c_id[c]
+        if i < 0 or gen[i] != c_gen[c]:
+            i = -1
+            stale += 1
+        ids[j] = i
+    return stale
 
 
 @njit(cache=True)

@@ -98,7 +98,7 @@ class Packed(list):
     """A block's column, a list, that pickles as the C call that makes it again (``made``:
     the callable and its arguments, an array's ``tolist`` or a text's ``split``): one array
     or string through ``run``'s pipe instead of a million objects, unpickled as the plain
-    list (``rawsubs``' columns)."""
+    list (``rawsubs``' columns). Never changed once made: it would pickle as it was made."""
 
     __slots__ = ("made",)
 

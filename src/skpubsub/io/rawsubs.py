@@ -33,7 +33,7 @@ from numba import njit
 from .events import Packed
 
 # the int64 columns of a record (``I``), then its float64 ones (``F``)
-ID_A, ID_B, KW_A, KW_B, T_INT, K, KIND, MATCH, T_FLOAT = range(9)
+KW_A, KW_B, T_INT, K, KIND, MATCH, T_FLOAT = range(7)
 T, X1, Y1, X2, Y2, X, Y = range(7)
 RANGE_CODE, KNN_CODE = 0, 1
 MATCH_UNSET, MATCH_ALL, MATCH_ANY = 0, 1, 2
@@ -51,7 +51,7 @@ _numbers = msgspec.json.Decoder(list[float]).decode  # slow tokens, as the recor
 class Scanned(NamedTuple):
     """A block's columns as :func:`scan` read them (``n`` records)."""
 
-    ints: np.ndarray  # (n, 9) int64: the ``I`` columns above
+    ints: np.ndarray  # (n, 7) int64: the ``I`` columns above
     floats: np.ndarray  # (n, 7) float64: the ``F`` columns above
     ids: Packed  # (pickled as their text: none holds a newline, ``scan`` refuses control bytes in an id)
 
@@ -59,7 +59,7 @@ class Scanned(NamedTuple):
 def scan_block(lines: bytes, n: int) -> Scanned | None:
     """The columns of the ``n`` lines joined by ``\\n`` in ``lines``, or None (above)."""
     buf = np.frombuffer(lines, np.uint8)
-    ints = np.zeros((n, 9), np.int64)
+    ints = np.zeros((n, 7), np.int64)
     floats = np.zeros((n, 7), np.float64)
     slow = np.empty((5 * n, 3), np.int64)  # (record, F column, token start << 32 | end)
     ids = np.empty(len(buf) + n, np.uint8)  # the ids' bytes, each ended by "\n"
@@ -240,7 +240,6 @@ def scan(buf, n, cols):
                 q = _string(buf, p, e)
                 if q < 0:
                     return r, ns, ni
-                I[r, ID_A], I[r, ID_B] = p + 1, q
                 for j in range(p + 1, q):
                     ids[ni] = buf[j]
                     ni += 1

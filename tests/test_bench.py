@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skpubsub.bench.compare import by_index, order_indexes, warm_end, warmup_events
+from skpubsub.bench.compare import by_index, order_indexes, phases, warm_end, warmup_events
 from skpubsub.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -199,6 +199,22 @@ def test_order_indexes_and_warmup():
     assert [e.id for e in warm] == ["s1", "s2", "s3", "s4", "o1", "o2", "o3", "s1", "o4"]
     warm = warmup_events(evs[1:], build - 1, n=20)  # s1 never subscribed: its unsub is dropped
     assert "s1" not in [e.id for e in warm]
+
+
+def test_fill_window_phases(tmp_path, capsys):
+    """The papers' shape: the window's fill, the registration and the arrivals timed apart."""
+    assert phases([]) == (0, 0)
+    out = tmp_path / "bench"
+    code = main(["bench", "--dataset", "geonames-cities", "--subscriptions", "150", "--objects", "300",
+                 "--fill-window", "500", "--kind", "knn", "--window", "count:500", "--indexes", "reference,grid",
+                 "--repeat", "1", "--no-warmup", "--out", str(out)])
+    assert code == 0
+    assert "500 objects filling the window + 150 initial subscriptions" in capsys.readouterr().out
+    rep = _read(out / "bench.json")
+    assert rep["fill_objects"] == 500 and rep["build_events"] == 650 and rep["objects"] == 800
+    for r in rep["indexes"].values():
+        assert r["window_fill_seconds_median"] > 0 and r["build_cpu_us_per_subscription_median"] > 0
+        assert r["same_results_as_baseline"] and r["same_notifications_as_baseline"]
 
 
 def test_engine_never_imports_matplotlib():

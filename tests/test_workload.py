@@ -232,3 +232,38 @@ def test_property_valid_and_deterministic(places, objects, subscriptions, per_st
     ops = Counter(e["op"] for e in events)
     exp = c.expected()
     assert ops["pub"] == exp["pubs"] and ops["sub"] == exp["subs"] and ops["unsub"] <= exp["unsubs_max"]
+
+
+def test_fill_window_shape(places):
+    """The papers' shape: the window's objects first, the subscriptions at the last one's time,
+    then the streaming objects with churn; objects carry all their place's words near it."""
+    c = cfg(fill_window=700, objects=300, subscriptions=150, objects_per_step=50, jitter=0.02)
+    events = run(c, places)
+    assert gate_all(events) == []
+    ops = [e["op"] for e in events]
+    assert ops[:700] == ["pub"] * 700 and ops[700:850] == ["sub"] * 150 and ops[850] != "sub"
+    pubs = [e for e in events if e["op"] == "pub"]
+    assert len(pubs) == c.expected()["pubs"] == 1000
+    assert [e["id"] for e in pubs] == [f"o{i}" for i in range(1000)]
+    assert [e["t"] for e in pubs[:700]] == [1 + i // 50 for i in range(700)]
+    assert {e["t"] for e in events[700:850]} == {14}
+    assert [e["t"] for e in pubs[700:]] == [15 + i // 50 for i in range(300)]
+    ts = [e["t"] for e in events]
+    assert ts == sorted(ts)
+    assert any(e["op"] == "unsub" for e in events[850:])
+    p = places[c.dataset]
+    by_words: dict[tuple, list[int]] = {}
+    for i, kws in enumerate(p.keywords):
+        by_words.setdefault(tuple(kws), []).append(i)
+    moved = 0
+    for e in pubs:  # all the words of some place, within the jitter of it
+        near = [i for i in by_words[tuple(e["keywords"])]
+                if abs(e["x"] - p.x[i]) <= 0.02 + 1e-6 and abs(e["y"] - p.y[i]) <= 0.02 + 1e-6]
+        assert near, e
+        moved += (e["x"], e["y"]) != (float(p.x[near[0]]), float(p.y[near[0]]))
+    assert moved > 900
+
+
+def test_fill_window_leaves_other_workloads_unchanged(places):
+    c = cfg()
+    assert run(c, places) == run(WorkloadConfig(**{**c.to_dict(), "jitter": 0.5}), places)

@@ -108,6 +108,10 @@ def add_workload_shape_args(p: argparse.ArgumentParser, kind: str, match: str, c
     p.add_argument("--unsub-rate", type=float, default=churn, help=f"subscription deletes per time step{note}")
     p.add_argument("--objects-per-step", type=int, default=10)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--fill-window", type=int, default=0, metavar="N",
+                   help="the papers' shape: N objects first (all of a place's words, jittered), then the "
+                        "subscriptions, then --objects more")
+    p.add_argument("--jitter", type=float, default=0.01, help="degrees objects move from their place (--fill-window)")
 
 
 def workload_config(a: argparse.Namespace, dataset: str):
@@ -117,4 +121,5 @@ def workload_config(a: argparse.Namespace, dataset: str):
     need_dataset(dataset)
     return WorkloadConfig(dataset=dataset, objects=a.objects, subscriptions=a.subscriptions, kind=a.kind,
                           match=a.match, kmax=a.kmax, range_size=a.range_size, sub_rate=a.sub_rate,
-                          unsub_rate=a.unsub_rate, objects_per_step=a.objects_per_step, seed=a.seed)
+                          unsub_rate=a.unsub_rate, objects_per_step=a.objects_per_step, seed=a.seed,
+                          fill_window=a.fill_window, jitter=a.jitter)

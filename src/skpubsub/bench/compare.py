@@ -101,9 +101,21 @@ def generated_events(config: Any, window: Window, space: Space) -> tuple[list, i
     return events, rejected
 
 
+def phases(events: list) -> tuple[int, int]:
+    """(fill, build): the objects that open the stream before its first subscription (the
+    papers' shape, ``workload --fill-window``: the window filled first; 0 when the stream
+    opens with subscriptions), and where the arrivals begin (the first pub after them and the
+    subscriptions that follow them)."""
+    fill = next((i for i, ev in enumerate(events) if not isinstance(ev, Pub)), len(events))
+    if fill == len(events):
+        fill = 0  # objects only: no registration to put them before
+    build = next((i for i in range(fill, len(events)) if isinstance(events[i], Pub)), len(events))
+    return fill, build
+
+
 @dataclass
 class Workload:
-    """Validated events held in memory; ``build`` = events before the first pub."""
+    """Validated events held in memory; ``build`` = the events before the arrivals (``phases``)."""
 
     events: list
     describe: dict[str, Any]  # the workload config (dataset flags) or the events file
@@ -112,13 +124,14 @@ class Workload:
     build: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.build = next((i for i, ev in enumerate(self.events) if isinstance(ev, Pub)), len(self.events))
+        self.fill, self.build = phases(self.events)
 
     def counts(self) -> dict[str, int]:
         evs = self.events
         return {
             "events": len(evs),
             "build_events": self.build,
+            "fill_objects": self.fill,
             "initial_subscriptions": sum(isinstance(e, Sub) for e in evs[: self.build]),
             "arrival_events": len(evs) - self.build,
             "objects": sum(isinstance(e, Pub) for e in evs),
@@ -131,9 +144,14 @@ class Workload:
 def warmup_events(events: list, build: int, n: int = WARMUP_EVENTS) -> list:
     """A small valid prefix-like stream: up to ``n/2`` build events, then up to ``n/2``
     arrival events (so the publish kernels run even when the stream opens with many
+    subscriptions; the papers' shape: up to ``n/4`` of its fill objects, then up to ``n/4``
     subscriptions); unsubs of subscriptions left out are dropped."""
     half = n // 2
-    head = events[: min(build, half)]
+    fill, _ = phases(events[:build])
+    if fill:
+        head = events[: min(fill, half // 2)] + events[fill: min(build, fill + half // 2)]
+    else:
+        head = events[: min(build, half)]
     active = {ev.id for ev in head if isinstance(ev, Sub)}
     for ev in head:
         if isinstance(ev, Unsub):
@@ -213,17 +231,28 @@ def warm_end(events: list, build: int, objects: int) -> int:
 @fewer_collections()  # the collector as `skpubsub run` sets it: the engine measured as it runs there
 def run_once(index: str, events: list, build: int, window: Window, space: Space,
              warm_objects: int = 0) -> dict[str, Any]:
-    """One fresh engine over the events: build, cold fill (the first ``warm_objects`` objects)
-    and arrivals timed apart."""
+    """One fresh engine over the events: the window's fill (the papers' shape, ``phases``),
+    build (the subscriptions: registration), cold fill (the first ``warm_objects`` objects
+    after it, untimed) and arrivals timed apart."""
     gc.collect()
     name, params = split_spec(index)
     engine = make_engine(name, window, space, **params)
     notes_hash = hashlib.blake2b(digest_size=16)
     n_notes = 0
 
+    window_fill, _ = phases(events[:build])
     start = time.perf_counter()
-    notes = engine.apply(events[:build])
-    build_s = time.perf_counter() - start
+    for i in range(0, window_fill, CHUNK):
+        notes = engine.apply(events[i:min(i + CHUNK, window_fill)])
+        n_notes += len(notes)
+        for n in notes:
+            notes_hash.update(repr(n).encode())
+    window_fill_s = time.perf_counter() - start
+    start, cpu = time.perf_counter(), time.process_time()
+    notes = engine.apply(events[window_fill:build])
+    engine.flush()
+    build_s, build_cpu = time.perf_counter() - start, time.process_time() - cpu
+    n_subs = build - window_fill
     n_notes += len(notes)
     for n in notes:
         notes_hash.update(repr(n).encode())
@@ -271,7 +300,10 @@ def run_once(index: str, events: list, build: int, window: Window, space: Space,
     subs_end = _active_subs(engine)
     results = repr(engine.all_results()).encode()
     return {
+        "window_fill_seconds": window_fill_s,
         "build_seconds": build_s,
+        "build_cpu_seconds": build_cpu,
+        "build_cpu_us_per_subscription": 1e6 * build_cpu / n_subs if n_subs else None,
         "cold_fill_seconds": fill_s,
         "arrival_seconds": arrival_s,
         "objects": n_obj,
@@ -399,7 +431,7 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
     warm: dict[str, float | None] = {}
     if warmup:
         wev = warmup_events(events, build)
-        wbuild = next((i for i, ev in enumerate(wev) if isinstance(ev, Pub)), len(wev))
+        wbuild = phases(wev)[1]
         for ix in indexes:
             if ix == "reference":  # nothing to compile; O(S) per object
                 warm[ix] = None
@@ -426,8 +458,12 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
                 r = run_once(ix, evs, build, window, space, warm_objects)
                 into[ix].append(r)
                 ops = r["objects_per_second"]
-                say(f"run {rep + 1}/{repeat} {ix} ({what}): build {r['build_seconds']:.3f} s, "
-                    f"arrivals {ops or 0:,.0f} objects/s")
+                reg = r["build_cpu_us_per_subscription"]
+                say(f"run {rep + 1}/{repeat} {ix} ({what}): "
+                    + (f"window fill {r['window_fill_seconds']:.3f} s, " if work.fill else "")
+                    + f"build {r['build_seconds']:.3f} s"
+                    + (f" ({reg:,.1f} us CPU a subscription)" if reg is not None else "")
+                    + f", arrivals {ops or 0:,.0f} objects/s")
     if prefix is not None:
         runs[base] = prefix_runs[base]
     else:
@@ -466,6 +502,8 @@ def bench(work: Workload, indexes: list[str], window: Window, space: Space, repe
             "build_seconds_median": _r(_median([r["build_seconds"] for r in rs]), 6),
             "build_seconds_runs": [_r(r["build_seconds"], 6) for r in rs],
             "cold_fill_seconds_median": _r(_median([r["cold_fill_seconds"] for r in rs]), 6),
+            "window_fill_seconds_median": _r(_median([r["window_fill_seconds"] for r in rs]), 6),
+            "build_cpu_us_per_subscription_median": _r(_median([r["build_cpu_us_per_subscription"] for r in rs]), 2),
             "memory_bytes_build": mem_b,
             "memory_bytes_end": mem_e,
             "subscriptions_build": subs_b,
@@ -542,7 +580,10 @@ def _describe(rep: dict[str, Any]) -> str:
     else:
         kinds = f"{w['kind']}" + (f", match {w['match']}" if w["kind"] != "topk" else "")
         src = f"{w['dataset']} workload ({kinds}, kmax {w['kmax']}, seed {w['seed']})"
-    return (f"{src}: {rep['events']:,} events = {rep['initial_subscriptions']:,} initial subscriptions "
+    fill = rep.get("fill_objects")
+    return (f"{src}: {rep['events']:,} events = "
+            + (f"{fill:,} objects filling the window + " if fill else "")
+            + f"{rep['initial_subscriptions']:,} initial subscriptions "
             f"+ {rep['arrival_events']:,} arrivals ({rep['objects']:,} objects); window {rep['window']}; "
             f"median of {rep['repeat']} run(s); baseline {rep['baseline']}"
             + (f" on the first {rep['baseline_events']:,} events (ratios and exactness on them)"

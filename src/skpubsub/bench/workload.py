@@ -22,6 +22,13 @@ A workload is a stream of SPEC events (section 3) made from a dataset of places
   step ``s`` gets ``floor(s * rate) - floor((s - 1) * rate)``).  A fraction
   ``expire_fraction`` of all subscriptions get ``expires = t + L`` with ``L``
   uniform in 1..``lifetime`` steps; an expired subscription is never unsubscribed.
+- **the papers' shape** (``fill_window`` = N > 0; Skype's and CkQST's experiments): the
+  window is filled first with N objects (``o0`` .. at steps ``1 + i // objects_per_step``),
+  then the ``subscriptions`` are registered at the last fill object's time ``T`` (each
+  against the full window), then ``objects`` more objects stream (step ``T + 1 + j //
+  objects_per_step``, churn at each of those steps). Every object takes all the words of
+  its place (``object_keywords`` does not apply) at the place's location moved by ``jitter``
+  degrees at most on each axis (uniform, kept inside the space).
 
 Everything is drawn from ``numpy.random.default_rng(seed)`` (split into
 independent streams for the object order, object keywords, subscriptions and
@@ -72,6 +79,8 @@ class WorkloadConfig:
     expire_fraction: float = 0.0  # share of subscriptions given an `expires`
     lifetime: int = 100  # steps; expires = t + uniform 1..lifetime
     limit: int | None = None  # load only the first `limit` places of the dataset
+    fill_window: int = 0  # the papers' shape: this many objects before the subscriptions
+    jitter: float = 0.01  # degrees an object of the papers' shape moves from its place, at most
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> None:
@@ -86,7 +95,7 @@ class WorkloadConfig:
 
         if self.dataset not in DATASETS:
             bad(f"unknown dataset {self.dataset!r}; known datasets: {', '.join(DATASETS)}")
-        for name in ("objects", "subscriptions"):
+        for name in ("objects", "subscriptions", "fill_window"):
             v = getattr(self, name)
             if not is_int(v) or v < 0:
                 bad(f"{name} must be an integer >= 0, got {v!r}")
@@ -100,7 +109,7 @@ class WorkloadConfig:
             bad(f"unknown match {self.match!r}; use one of {', '.join(MATCH_CHOICES)}")
         if not is_int(self.kmax) or not 1 <= self.kmax <= MAX_K:
             bad(f"kmax must be an integer in 1..{MAX_K}, got {self.kmax!r}")
-        for name in ("range_size", "sub_rate", "unsub_rate"):
+        for name in ("range_size", "sub_rate", "unsub_rate", "jitter"):
             v = getattr(self, name)
             if not is_num(v) or v < 0:
                 bad(f"{name} must be a finite number >= 0, got {v!r}")
@@ -123,7 +132,7 @@ class WorkloadConfig:
         ``unsub`` events is at most ``unsubs_max`` (fewer when too few are active).
         """
         return {
-            "pubs": self.objects,
+            "pubs": self.fill_window + self.objects,
             "initial_subs": self.subscriptions,
             "subs": self.subscriptions + _per_step_total(self.sub_rate, self.steps),
             "unsubs_max": _per_step_total(self.unsub_rate, self.steps),
@@ -247,9 +256,54 @@ def generate(config: WorkloadConfig, places: Places | None = None) -> Iterator[d
     n = len(places)
     if n == 0 and (config.objects or config.expected()["subs"]):
         raise ValueError(f"dataset {places.name!r} has no places")
-    r_order, r_objkw, r_subs, r_churn = np.random.default_rng(config.seed).spawn(4)
-    order = _object_order(n, config.objects, r_order)
+    if n == 0 and config.fill_window:
+        raise ValueError(f"dataset {places.name!r} has no places")
+    # (the first four streams are spawn(4)'s: workloads without a fill are unchanged)
+    r_order, r_objkw, r_subs, r_churn, r_jitter = np.random.default_rng(config.seed).spawn(5)
+    order = _object_order(n, config.fill_window + config.objects, r_order)
+    if config.fill_window:
+        return _filled(config, places, order, r_jitter, r_subs, r_churn)
     return _events(config, places, order, r_objkw, r_subs, r_churn)
+
+
+def _filled(config: WorkloadConfig, places: Places, order: np.ndarray, r_jitter: np.random.Generator,
+            r_subs: np.random.Generator, r_churn: np.random.Generator) -> Iterator[dict[str, Any]]:
+    """The papers' shape (``fill_window``): the window's objects, the subscriptions at the last
+    one's time, then the streaming objects with churn."""
+    c = config
+    maker = _SubMaker(c, places, order, r_subs)
+    active = _Active()
+    per_step, fill = c.objects_per_step, c.fill_window
+    j = c.jitter
+    xs = np.clip(places.x[order] + r_jitter.uniform(-j, j, len(order)), -180.0, 180.0).round(6).tolist()
+    ys = np.clip(places.y[order] + r_jitter.uniform(-j, j, len(order)), -90.0, 90.0).round(6).tolist()
+    kws = places.keywords
+    order_list: list[int] = order.tolist()
+
+    def pub(i: int, t: int) -> dict[str, Any]:
+        return {"op": "pub", "id": f"o{i}", "t": t, "x": xs[i], "y": ys[i], "keywords": list(kws[order_list[i]])}
+
+    for i in range(fill):
+        yield pub(i, 1 + i // per_step)
+    last = 1 + (fill - 1) // per_step
+    for _ in range(c.subscriptions):
+        ev = maker.make(last)
+        active.add(ev["id"], ev.get("expires", math.inf))
+        yield ev
+    for step in range(1, c.steps + 1):
+        t = last + step
+        for _ in range(_per_step(c.unsub_rate, step)):
+            ident = active.pick(r_churn, t)
+            if ident is None:
+                break
+            yield {"op": "unsub", "id": ident, "t": t}
+        for _ in range(_per_step(c.sub_rate, step)):
+            ev = maker.make(t)
+            active.add(ev["id"], ev.get("expires", math.inf))
+            yield ev
+        lo = fill + (step - 1) * per_step
+        for i in range(lo, min(lo + per_step, len(order_list))):
+            yield pub(i, t)
 
 
 def _events(config: WorkloadConfig, places: Places, order: np.ndarray, r_objkw: np.random.Generator,

@@ -34,6 +34,7 @@ from . import auth
 from ..io.events import Pub
 from .cluster import WorkerDied
 from .core import Core, Outcome, Reg, feed_item, results_of
+from .hooks import HookRefused, Hooks, check_hooks
 from .metrics import Metrics
 from .streams import FeedStream, SSEStream
 
@@ -53,6 +54,8 @@ class Limits:
     keepalive: float = 15.0  # seconds between SSE comments on an idle stream
     feed_keep: int = 5_000  # items of the admin feed kept for reconnecting maps
     ticket_seconds: float = 3600.0
+    hook_allow: frozenset[str] = frozenset()  # hosts a non-admin subscription's hook may name
+    hook_timeout: float = 5.0  # seconds a hook's receiver has to answer one POST
 
 
 class HTTPError(Exception):
@@ -214,6 +217,8 @@ class Service:
         self.started = time.time()
         self.metrics.seq.set(core.seq)
         self.metrics.subscriptions.set(len(core.regs))
+        self.hooks = Hooks(core, self.limits.hook_timeout)
+        self.metrics.registry.register(self.hooks)
 
     # -- authorisation --------------------------------------------------------------------
     def is_admin(self, secret: str | None) -> bool:
@@ -318,6 +323,8 @@ class Service:
         m.notifications.inc(out.notifications)
         m.seq.set(core.seq)
         m.subscriptions.set(len(core.regs))
+        if core.new_hooks:
+            self.hooks.adopt_new()
         for reg in out.touched:
             if reg.wake:
                 for ev in reg.wake:
@@ -361,6 +368,7 @@ class Service:
     async def start(self) -> None:
         self.wakeup = asyncio.Event()
         self.applier = asyncio.create_task(self.run_applier())
+        self.hooks.start()
 
     async def stop(self) -> None:
         while self.pending:
@@ -372,6 +380,7 @@ class Service:
         if self.snapshotting is not None:
             with contextlib.suppress(Exception):
                 await self.snapshotting
+        await self.hooks.stop()
         if not self.core.broken:
             try:
                 self.core.snapshot_now()  # a quick restart
@@ -384,6 +393,11 @@ class Service:
         t0 = time.perf_counter()
         body = await read_body(request, self.limits.max_body)
         items, single = parse_body(body, request.headers.get("content-type", ""), route, self.limits.max_events)
+        if route != "objects":
+            try:
+                items = check_hooks(items, self.is_admin(bearer(request)), self.limits.hook_allow)
+            except HookRefused as exc:
+                raise HTTPError(exc.status, exc.error) from None
         results = await self.submit(items)
         self.metrics.latency.labels(route).observe(time.perf_counter() - t0)
         if single:

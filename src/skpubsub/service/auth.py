@@ -18,6 +18,7 @@ from pathlib import Path
 
 ADMIN_KEY = "admin.key"
 PUBLISH_KEYS = "publish.keys"
+HOOK_KEY = "hook.key"  # derives hooked subscriptions' tokens (hooks.py): never sent anywhere
 
 
 def new_secret() -> str:
@@ -37,9 +38,10 @@ def same(secret: str | None, stored_digest: str | None) -> bool:
     return hmac.compare_digest(digest(secret), stored_digest)
 
 
-def admin_key(data: Path) -> str:
-    """The admin key of ``data``, written (mode 0600) at first start."""
-    path = data / ADMIN_KEY
+def admin_key(data: Path, name: str = ADMIN_KEY) -> str:
+    """The admin key of ``data`` (or another secret of it: ``HOOK_KEY``), written (mode 0600)
+    at first start."""
+    path = data / name
     if not path.exists():
         key = new_secret()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

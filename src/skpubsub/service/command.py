@@ -50,6 +50,10 @@ def add_arguments(p: argparse.ArgumentParser, env: Callable[[str, str | None], s
     p.add_argument("--streams-per-token", type=int, default=4, help="open SSE streams per subscription")
     p.add_argument("--write-timeout", type=float, default=10.0,
                    help="seconds a client may take to read one SSE chunk before it is dropped")
+    p.add_argument("--hook-allow", default="", metavar="HOST[,HOST]",
+                   help="hosts a subscription's hook URL may name without the admin key (SPEC 9)")
+    p.add_argument("--hook-timeout", type=float, default=5.0,
+                   help="seconds a hook's receiver has to answer a POST before it is retried")
     p.add_argument("--workers", type=int, default=1,
                    help="M > 1: M worker engines in processes behind a dispatcher (the local runtime of run)")
     p.add_argument("--partitioner", default=None, help="how --workers places subscriptions (default hash)")
@@ -89,6 +93,8 @@ def serve(a: argparse.Namespace) -> int:
                     ("--streams-per-token", a.streams_per_token)):
         if v < 1:
             raise ValueError(f"{flag} must be >= 1, got {v}")
+    if not a.hook_timeout > 0:
+        raise ValueError(f"--hook-timeout must be > 0, got {a.hook_timeout}")
     from ..runtime.engines import known_indexes
 
     if a.index not in known_indexes():
@@ -130,7 +136,8 @@ def serve(a: argparse.Namespace) -> int:
         raise ValueError(f"warm-up of the {a.index} engine failed: {type(exc).__name__}: {exc}") from None
     limits = Limits(max_body=a.max_body, max_events=a.max_events, max_batch=a.max_batch,
                     max_streams=a.max_streams, streams_per_token=a.streams_per_token,
-                    write_timeout=a.write_timeout)
+                    write_timeout=a.write_timeout, hook_timeout=a.hook_timeout,
+                    hook_allow=frozenset(h.strip().lower().strip("[]") for h in a.hook_allow.split(",") if h.strip()))
     app = build_app(core, limits)
     family = socket.AF_INET6 if ":" in a.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -26,8 +26,11 @@ come out equal or it is refused (then an older one is tried).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import ctypes
+import hashlib
+import hmac
 import json
 import os
 import secrets
@@ -218,6 +221,7 @@ class Core:
         self.snap_dir = self.data / "snapshots"
         self.broken: str | None = None
         self.run_id = ""
+        self.new_hooks: list[Reg] = []  # hooked registrations made since the hooks last looked (hooks.py)
         self._fresh()
 
     def _fresh(self) -> None:
@@ -282,6 +286,7 @@ class Core:
         self.data.mkdir(parents=True, exist_ok=True)
         self._identity()
         self.admin_key = auth.admin_key(self.data)
+        self.hook_key = auth.admin_key(self.data, auth.HOOK_KEY)
         errors = []
         for seq, path in reversed(list_snapshots(self.snap_dir)):
             try:
@@ -346,7 +351,7 @@ class Core:
             self.gate.last_t = body["last_t"]
             for r in body.get("ended", ()):  # ended registrations still readable by their clients
                 rec = r["record"]
-                reg = Reg(rec, rec[SVC].get("token"), self.keep)
+                reg = Reg(rec, rec[SVC].get("token"), self.book.keep_of(rec))
                 reg.restore(r["next"], r["ring"])
                 reg.ended, reg.ended_at = r["why"], r["at"]
                 self.book.bury(reg)
@@ -433,7 +438,7 @@ class Core:
             self.seq = seq
             svc: dict[str, Any] = {"seq": seq}
             if isinstance(ev, Sub):
-                token = auth.new_secret()
+                token = self.hook_token(seq) if "hook" in rec else auth.new_secret()
                 svc["token"] = auth.digest(token)
                 tokens[i] = token
                 out.results[i] = {"seq": seq, "id": ev.id, "token": token}
@@ -520,8 +525,17 @@ class Core:
             if reg.ended is None:
                 self.book.end(reg, "expired", touched)
 
+    def hook_token(self, seq: int) -> str:
+        """The token of the hooked subscription registered at ``seq``: derived from the
+        directory's hook key, so that the server can sign its hook's requests after a restart
+        (the directory keeps only token digests; hooks.py)."""
+        mac = hmac.new(self.hook_key.encode(), f"{self.run_id}/{seq}".encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(mac).rstrip(b"=").decode()
+
     def _register(self, ev: Sub, rec: dict) -> Reg:
         reg = self.book.add(rec)
+        if "hook" in rec:
+            self.new_hooks.append(reg)
         self.sub_clock.subscribe(ev.expires, ev.seq, reg)
         return reg
 

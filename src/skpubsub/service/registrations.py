@@ -91,9 +91,25 @@ class Book:
 
     def add(self, rec: dict) -> Reg:
         """A new live registration of the accepted subscription record ``rec``."""
-        reg = Reg(rec, rec[SVC].get("token"), self.keep)
+        reg = Reg(rec, rec[SVC].get("token"), self.keep_of(rec))
         self.regs[reg.id] = reg
         return reg
+
+    def keep_of(self, rec: dict) -> int:
+        """A hooked registration keeps what its hook has not acknowledged beyond ``keep``, up to
+        ``keep_total`` (SPEC 9); its hook lets the acknowledged ones go (``let_go``)."""
+        return self.keep_total if "hook" in rec else self.keep
+
+    def let_go(self, reg: Reg, upto: int) -> None:
+        """Drop a hooked registration's kept notifications numbered up to ``upto`` (acknowledged)
+        beyond the last ``keep`` (its order entries go stale, as in ``release``)."""
+        ring = reg.ring
+        while ring and len(ring) > self.keep and ring[0][0] <= upto:
+            ring.popleft()
+            reg.stale += 1
+            self.kept_total -= 1
+            if reg.ended is not None:
+                self.ended_kept -= 1
 
     def hand(self, rs: list[Reg], lines: list[str]) -> None:
         """Each notification line to its registration (``rs[i]`` gets ``lines[i]``), which

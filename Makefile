@@ -10,7 +10,7 @@ DEMO_DIR ?= demo-out
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark,plots,data,service,browser]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,plots,data,service,browser,redis]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -20,6 +20,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	sh tests/service_browser_setup.sh  # chromium + chromium-driver for the live map's browser test
+	sh tests/redis_setup.sh  # redis-server for the Redis Streams source and sink tests
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 clean:

@@ -29,11 +29,16 @@ def cmd_run(a: argparse.Namespace) -> int:
     check_run_flags(a)
     from .spark.formats import is_tabular
 
+    redis = a.events.split(":", 1)[0].lower() in ("redis", "rediss")  # a Redis stream (SPEC 9)
+    if getattr(a, "sink", None) is not None and a.engine != "spark":
+        raise UsageError("--sink needs --engine spark")
+    if redis and a.engine != "spark":
+        raise UsageError("a Redis stream is read by --engine spark")
     if a.engine == "spark":  # any Hadoop file system URL (file:, hdfs:, s3a:, ...)
         from .spark.fs import Loc
 
-        ev = Loc(a.events)
-        found = ev.is_file() or (is_tabular(a.events) and ev.is_dir())
+        ev = None if redis else Loc(a.events)
+        found = redis or ev.is_file() or (is_tabular(a.events) and ev.is_dir())
     else:
         found = Path(a.events).is_file() or (is_tabular(a.events) and Path(a.events).is_dir())
     if not found:
@@ -55,7 +60,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         m = run_spark(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
                       partitioner=a.partitioner, init_objects=a.init_objects, lines_per_batch=a.lines_per_batch,
                       master=a.master, checkpoint=a.checkpoint, spark_conf=spark_conf(a), rebalance=rebalance,
-                      **params)
+                      sink=getattr(a, "sink", None), **params)
     else:
         m = run(a.events, a.out, window=a.window, space=a.space, index=a.index, workers=a.workers,
                 partitioner=a.partitioner, init_objects=a.init_objects, rebalance=rebalance, batch_size=a.batch,
@@ -117,13 +122,13 @@ def cmd_stream(a: argparse.Namespace) -> int:
         raise UsageError("give --source DIR (or an event file), or --generate DATASET")
     from .spark.fs import Loc
 
-    if not Loc(a.source).exists():
+    if a.source.split(":", 1)[0].lower() not in ("redis", "rediss") and not Loc(a.source).exists():
         raise UsageError(f"no such source: {a.source}")
     params = {"grid": a.grid} if a.index != "reference" and a.grid else {}
     m = stream(a.source, a.out, a.checkpoint, window=a.window, space=a.space, index=a.index, workers=a.workers,
                partitioner=a.partitioner, init_objects=a.init_objects, lines_per_batch=a.lines_per_batch,
                master=a.master, lines_per_second=a.lines_per_second, once=a.once, timeout=a.timeout,
-               trigger_seconds=a.trigger_seconds, spark_conf=spark_conf(a), **params)
+               trigger_seconds=a.trigger_seconds, spark_conf=spark_conf(a), sink=a.sink, **params)
     print(_summary(m, a.out))
     return 0
 
@@ -278,6 +283,8 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     r.add_argument("--global-period", type=int, default=None,
                    help="--rebalance: micro-batches between global repartitioning checks (default off)")
     add_spark_args(r)
+    r.add_argument("--sink", default=None, metavar="redis://HOST:PORT/KEY",
+                   help="--engine spark: also append each notification to this Redis stream (SPEC 9)")
     r.add_argument("--checkpoint", default=None,
                    help="--engine spark: checkpoint directory (default OUT/_checkpoint; a rerun resumes, "
                         "--workers may differ)")
@@ -289,7 +296,10 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
                                   "--timeout or Ctrl-C the query stops, finishes what has arrived and writes "
                                   "results.jsonl and metrics.json. Restarting with the same --checkpoint "
                                   "resumes exactly, with the same or another --workers.")
-    s.add_argument("--source", default=None, help="directory of *.jsonl files (or one event file)")
+    s.add_argument("--source", default=None,
+                   help="directory of *.jsonl files (or one event file), or a Redis stream redis://HOST:PORT/KEY")
+    s.add_argument("--sink", default=None, metavar="redis://HOST:PORT/KEY",
+                   help="also append each notification to this Redis stream (SPEC 9)")
     s.add_argument("--generate", default=None, choices=["geonames-cities", "geonames-postal"], metavar="DATASET",
                    help="instead of --source: generate a workload from DATASET (workload flags) into "
                         "CHECKPOINT/workload.jsonl once and replay it (at --lines-per-second)")

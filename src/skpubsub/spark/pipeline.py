@@ -27,11 +27,13 @@ from typing import Any
 
 from ..core.config import Space, Window
 from ..io.events import Pub
+from ..io.redis_bus import RedisURL, is_redis
 from ..io.validate import Invalid, parse_line, validate_record
 from ..partition.stats import Statistics
 from ..runtime.engines import DEFAULT_INDEX
 from .formats import is_tabular, to_jsonl
 from .fs import Loc
+from .redis_stream import as_input
 from .session import SparkFailure, jvm_said
 from .sink import assemble, batch_dir, clear_other_runs, record_batch
 from .statefile import read_stats, write_stats
@@ -51,6 +53,10 @@ def statistics(spark, path: str | Path, init_objects: int, window: Window, space
     """The planners' statistics over the first ``init_objects`` valid objects (O_init),
     computed per input partition by Spark and merged on the driver (mergeable
     :class:`Statistics`); raw lines never reach the driver."""
+    if is_redis(path):  # a Redis stream: its first entries, read by the driver
+        from .redis_stream import statistics_of
+
+        return statistics_of(path, init_objects, window, space)
     paths = _input_paths(Loc(path))
     if not paths:
         return Statistics(space=space)
@@ -223,8 +229,12 @@ def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, ind
             warnings.simplefilter("ignore", UserWarning)  # cancelled, Spark replays the batch; no trace printed
             pdf = df.toPandas()  # runs the batch: the workers' tasks end here
         t1 = time.perf_counter()
-        record_batch(out, base + batch_id, pdf, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
-                                          "collected_rows": len(pdf)}, run, started=t1)
+        info = record_batch(out, base + batch_id, pdf, {"sink_time": time.time(), "collect_seconds": round(t1 - t0, 6),
+                                                 "collected_rows": len(pdf)}, run, started=t1)
+        if config.get("sink"):  # --sink redis://...: the batch's notifications appended, exactly once
+            from .redis_stream import publish_batch
+
+            publish_batch(out, run, info, config["sink"])
 
     w = outputs.writeStream.foreachBatch(sink).option("checkpointLocation", (checkpoint / gen["query"]).uri)
     w = w.trigger(availableNow=True) if once else w.trigger(processingTime=f"{trigger_seconds} seconds")
@@ -307,7 +317,7 @@ def _prepare(spark, source: Loc, checkpoint: Loc, config: dict, index: str, para
     ``*.pkl`` file in the checkpoint is refused, never loaded). A new checkpoint gets a
     new run id (``run.json``), which the outputs' batch files are kept under.
     Returns the source config (with ``run``) and the path the stream reads."""
-    source, checkpoint = Loc(source), Loc(checkpoint)
+    source, checkpoint = as_input(source), Loc(checkpoint)
     fp = _fingerprint(source, {**config, "index": index, "params": params})
     checkpoint.mkdir()
     for p in checkpoint.rglob_suffix(".pkl"):
@@ -435,7 +445,8 @@ def run_spark(events: str | Path, out: str | Path, window: str | Window = "none"
               index: str = DEFAULT_INDEX, workers: int = 1, partitioner: str | None = None, init_objects: int = 1000,
               lines_per_batch: int = 10_000, master: str | None = None, checkpoint: str | Path | None = None,
               lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
-              spark_conf: dict[str, str] | None = None, rebalance: dict | None = None, **index_params: Any) -> dict:
+              spark_conf: dict[str, str] | None = None, rebalance: dict | None = None, sink: str | None = None,
+              **index_params: Any) -> dict:
     """``skpubsub run --engine spark``: the same four files as the local engine.
 
     Resumes from ``checkpoint`` (default ``OUT/_checkpoint``) when it holds an
@@ -446,7 +457,7 @@ def run_spark(events: str | Path, out: str | Path, window: str | Window = "none"
     return stream(events, out, checkpoint or Loc(out) / "_checkpoint", window, space, index, workers,
                   partitioner, init_objects, lines_per_batch, master, lines_per_second=lines_per_second,
                   snapshot_every=snapshot_every, spark=spark, once=True, spark_conf=spark_conf, rebalance=rebalance,
-                  **index_params)
+                  sink=sink, **index_params)
 
 
 def check_flags(workers: int, lines_per_batch: int, lines_per_second: float | None = None,
@@ -585,14 +596,17 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
            init_objects: int = 1000, lines_per_batch: int = 10_000, master: str | None = None, *,
            lines_per_second: float | None = None, snapshot_every: int = 16, spark: Any = None,
            once: bool = False, timeout: float | None = None, trigger_seconds: float = 1.0,
-           spark_conf: dict[str, str] | None = None, rebalance: dict | None = None, **index_params: Any) -> dict:
-    """``skpubsub stream``: follow ``source`` (an event file, or a directory that JSONL
-    files are moved into) until ``timeout`` seconds or Ctrl-C, then finish what has
-    arrived and write the final results; ``once``: only what is there now."""
+           spark_conf: dict[str, str] | None = None, rebalance: dict | None = None, sink: str | None = None,
+           **index_params: Any) -> dict:
+    """``skpubsub stream``: follow ``source`` (an event file, a directory that JSONL
+    files are moved into, or a Redis stream URL) until ``timeout`` seconds or Ctrl-C, then
+    finish what has arrived and write the final results; ``once``: only what is there now.
+    ``sink``: a Redis stream URL each notification is appended to (``redis_stream``)."""
     check_flags(workers, lines_per_batch, lines_per_second, snapshot_every, init_objects, trigger_seconds)
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
-    source, out, checkpoint = Loc(source), Loc(out), Loc(checkpoint)
+    source, out, checkpoint = as_input(source), Loc(out), Loc(checkpoint)
+    sink = RedisURL.parse(sink).uri if sink is not None else None  # a bad URL refused before Spark starts
     config = {"window": str(window), "space": str(space), "workers": workers,
               "partitioner": partitioner or "hash", "init_objects": init_objects}
     if rebalance is not None:
@@ -610,7 +624,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     try:
         return _stream(spark, source, out, checkpoint, config, window, space, index, index_params, once,
                        timeout, trigger_seconds, lines_per_batch, lines_per_second, snapshot_every, workers,
-                       start)
+                       start, sink)
     except spark_errors() as exc:  # a task, job or the query failed: one line, the checkpoint kept
         raise SparkFailure(f"Spark run failed: {describe_failure(exc)}; the checkpoint {checkpoint} keeps the "
                            "batches done: run the same command again once the cause is fixed") from None
@@ -621,7 +635,8 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
 
 def _stream(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, window: Window, space: Space, index: str,
             index_params: dict, once: bool, timeout: float | None, trigger_seconds: float, lines_per_batch: int,
-            lines_per_second: float | None, snapshot_every: int, workers: int, start: float) -> dict:
+            lines_per_second: float | None, snapshot_every: int, workers: int, start: float,
+            sink: str | None = None) -> dict:
     from .session import wait_for_executors
 
     wait_for_executors(spark, EXECUTOR_WAIT)
@@ -639,6 +654,7 @@ def _stream(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, window:
     _drop_old_queries(checkpoint, config)
     spark.conf.set("spark.sql.shuffle.partitions", str(workers))  # new queries only; a restart keeps its own
     config["keys"] = partition_keys(spark, workers)
+    config["sink"] = sink  # not in run.json: a restart may add, change or drop it
     progress.base = config["generations"][-1]["batch"]
     args = (spark, source, out, checkpoint, config, index, index_params, lines_per_batch, lines_per_second)
     try:
@@ -660,4 +676,9 @@ def _stream(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, window:
         if bar is not None:
             bar.close()
     _drop_old_queries(checkpoint, config)
-    return _finish(out, progress, start, config, index)
+    metrics = _finish(out, progress, start, config, index)
+    if is_redis(source):  # rejected.jsonl names entries, not lines (SPEC 9)
+        from .redis_stream import name_entries
+
+        name_entries(source, out)
+    return metrics

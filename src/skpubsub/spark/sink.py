@@ -150,12 +150,13 @@ def write_parts(d: Loc, batch: int, worker: int, rows: list[tuple]) -> list[tupl
     return keep
 
 
-def merge_notes(parts: list[Iterable[bytes]]) -> Iterator[bytes]:
+def merge_notes(parts: list[Iterable[bytes]], keyed: bool = False) -> Iterator[bytes]:
     """The output lines of one batch from its notes parts (each sorted by key), in order:
     by (event seq, registration position), ties in part order then within-part order
     (``heapq.merge`` is stable), which is a single engine's order; a range match of a
     subscription replicated on several workers is kept once (a match whose key equals
-    the previous line's). Streams: one line per part in memory."""
+    the previous line's). Streams: one line per part in memory. ``keyed``: (key, line)
+    pairs (the Redis sink makes entry ids of the keys)."""
     lines = parts[0] if len(parts) == 1 else heapq.merge(*parts, key=itemgetter(slice(0, NOTE_KEY)))
     prev = None
     for line in lines:
@@ -163,7 +164,7 @@ def merge_notes(parts: list[Iterable[bytes]]) -> Iterator[bytes]:
         if line[NOTE_KEY] == MATCH and k == prev:
             continue
         prev = k
-        yield line[NOTE_KEY + 1:]
+        yield (k, line[NOTE_KEY + 1:]) if keyed else line[NOTE_KEY + 1:]
 
 
 def merge_results(parts: list[Iterable[bytes]]) -> Iterator[bytes]:

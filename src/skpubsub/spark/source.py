@@ -33,8 +33,10 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 from ..core.config import Space, Window
 from ..io.lines import read_lines
+from ..io.redis_bus import is_redis
 from .codec import decode_export, encode_driver
 from .fs import Loc
+from .redis_stream import as_input
 from .sequencer import DRIVER, Sequencer, switch_tag
 from .sink import batch_dir, export_name, loads_name
 from .statefile import Refused, read_stats
@@ -55,7 +57,11 @@ def _read(path: Loc | str | Path, start: dict, max_lines: int | None, stop: dict
     ``([(line number, raw or None), ...], offset after them)``, read by
     :func:`~skpubsub.io.lines.read_lines` (a line over MAX_LINE comes as None and is
     rejected by the Gate). ``keep=False``: only the offset (the lines are counted, not
-    kept: O(1) memory)."""
+    kept: O(1) memory). A Redis stream: its entries (``redis_stream.read_entries``)."""
+    if is_redis(path):
+        from .redis_stream import read_entries
+
+        return read_entries(path, start, max_lines, stop, keep)
     path = Loc(path)
     base = path if path.is_dir() else path.parent
     names = _files(path)
@@ -98,7 +104,7 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
     micro-batch, and the engine cache is not displaced by a read task)."""
 
     def __init__(self, options: dict[str, str]) -> None:
-        self.path = Loc(options["path"])
+        self.path = as_input(options["path"])  # a Loc, or a Redis stream (redis_stream.RedisInput)
         self.checkpoint = Loc(options["checkpoint"])
         self.config = json.loads(options["config"])
         self.out = Loc(options["out"]) if options.get("out") else None  # rebalancing: loads and exports

@@ -13,17 +13,20 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 
-def test_loadgen_runs_tiny_and_writes_json_and_png(tmp_path) -> None:
+@pytest.mark.parametrize("hooks", [[], ["--hooks"]], ids=["sse", "hooks"])
+def test_loadgen_runs_tiny_and_writes_json_and_png(tmp_path, hooks) -> None:
+    """Followed over SSE, or (``--hooks``) by webhooks to loadgen's own receiver."""
     out = tmp_path / "lg"
     p = subprocess.run([sys.executable, "-m", "skpubsub", "loadgen", "--subscriptions", "200", "--clients", "5",
-                        "--seconds", "2", "--rate", "100", "--publishers", "2", "--out", str(out)],
+                        "--seconds", "2", "--rate", "100", "--publishers", "2", "--out", str(out), *hooks],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "publish-to-notification" in p.stdout
     rep = json.loads((out / "loadgen.json").read_text())
     assert rep["registered"] == 200 and rep["streams_opened"] == 5 and rep["server_started_by_loadgen"]
     assert rep["published"] >= 100
-    # every object went to a followed cell: each one is a notification on an SSE client
+    assert rep["config"]["hooks"] == bool(hooks)
+    # every object went to a followed cell: each one is a notification on an SSE client (or a hook)
     assert rep["notifications_received"] == rep["notifications_expected"] == rep["published"]
     nl = rep["notification_latency_ms"]
     assert nl["count"] == rep["published"] and 0 < nl["p50"] <= nl["p95"] <= nl["p99"] <= nl["max"]

@@ -62,6 +62,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=None, help="the running server's --data DIR (for admin.key); with --url")
     p.add_argument("--subscriptions", type=int, default=10_000, help="S range subscriptions (default 10,000)")
     p.add_argument("--clients", type=int, default=50, help="C of them followed over SSE (default 50)")
+    p.add_argument("--hooks", action="store_true",
+                   help="the C followed subscriptions get webhooks (SPEC 9) to a receiver loadgen runs, not SSE")
     p.add_argument("--rate", type=float, default=1000, help="R objects/s, all publishers together (default 1,000)")
     p.add_argument("--seconds", type=float, default=10, help="D seconds of publishing (default 10)")
     p.add_argument("--batch", type=int, default=1, help="B objects per request (default 1)")
@@ -173,6 +175,42 @@ class Stats:
         self.stream_errors: list[str] = []
         self.start = 0.0  # time.time() when publishing started
 
+    def note(self, obj: Any, now: float) -> None:
+        """A notification's object id arrived at ``now``: its latency (ids carry send times)."""
+        if isinstance(obj, str) and "@" in obj:
+            self.lat.append(now - float(obj.rpartition("@")[2]))
+            self.lat_at.append(now - self.start)
+            self.received += 1
+        else:
+            self.foreign += 1
+
+
+async def receiver(st: Stats) -> tuple[asyncio.base_events.Server, str]:
+    """The webhooks' receiver (``--hooks``): HTTP/1.1 on loopback, kept-alive connections,
+    each POST answered 204 and its notification's latency noted."""
+    decode = msgspec.json.decode
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                n = 0
+                for line in head.split(b"\r\n"):
+                    if line[:15].lower() == b"content-length:":
+                        n = int(line[15:])
+                body = await reader.readexactly(n)
+                now = time.time()
+                writer.write(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+                st.note(decode(body).get("object"), now)
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
+                asyncio.CancelledError):  # the server's connection gone, or the run's end
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/hook"
+
 
 async def follow(host: str, port: int, ident: str, token: str, st: Stats, ready: asyncio.Event,
                  opened: list[int], n_clients: int) -> None:
@@ -226,14 +264,7 @@ async def follow(host: str, port: int, ident: str, token: str, st: Stats, ready:
             now = time.time()
             for line in block.split(b"\n"):
                 if line.startswith(b"data: {"):
-                    obj = decode(line[6:]).get("object")
-                    if isinstance(obj, str) and "@" in obj:
-                        sent = float(obj.rpartition("@")[2])
-                        st.lat.append(now - sent)
-                        st.lat_at.append(now - st.start)
-                        st.received += 1
-                    else:
-                        st.foreign += 1
+                    st.note(decode(line[6:]).get("object"), now)
     except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
         st.stream_errors.append(f"{ident}: {type(exc).__name__}: {exc}")
     finally:
@@ -244,8 +275,9 @@ def _cell(i: int) -> tuple[int, int]:
     return i % CELLS, (i // CELLS) % CELLS
 
 
-async def _register(http: HTTP, n: int) -> list[tuple[str, str, int]]:
-    """S range subscriptions; returns (id, token, i) of the accepted ones, in order."""
+async def _register(http: HTTP, n: int, hook: str | None = None, hooked: int = 0) -> list[tuple[str, str, int]]:
+    """S range subscriptions (the first ``hooked`` with a webhook to ``hook``); returns (id,
+    token, i) of the accepted ones, in order."""
     run = os.urandom(3).hex()
     subs: list[tuple[str, str, int]] = []
     for lo in range(0, n, REGISTER_CHUNK):
@@ -254,6 +286,8 @@ async def _register(http: HTTP, n: int) -> list[tuple[str, str, int]]:
             cx, cy = _cell(i)
             chunk.append({"op": "sub", "id": f"lg{run}-{i}", "kind": "range",
                           "rect": [cx, cy, cx + 1, cy + 1], "keywords": [f"k{i % 10}"]})
+            if i < hooked:
+                chunk[-1]["hook"] = {"url": hook}
         status, body = await http.request("POST", "/v1/events", msgspec.json.encode(chunk))
         if status != 200:
             raise RuntimeError(f"registering subscriptions: HTTP {status}: {body[:300]!r}")
@@ -331,8 +365,13 @@ async def _run(a: argparse.Namespace, url: str, key: str, server_pid: int | None
     status, body = await admin.request("GET", "/healthz")
     if status != 200:
         raise RuntimeError(f"the server is not ready: HTTP {status}: {body[:200]!r}")
+    st = Stats()
+    st.start = time.time() + 3600  # nothing counts before publishing starts
+    hooks = None
+    if a.hooks:
+        hooks, hook_url = await receiver(st)
     t0 = time.perf_counter()
-    subs = await _register(admin, a.subscriptions)
+    subs = await _register(admin, a.subscriptions, hook_url if hooks else None, a.clients if hooks else 0)
     reg_s = time.perf_counter() - t0
     print(f"registered {len(subs):,} subscriptions in {reg_s:.2f} s ({len(subs) / max(reg_s, 1e-9):,.0f}/s)",
           flush=True)
@@ -343,20 +382,23 @@ async def _run(a: argparse.Namespace, url: str, key: str, server_pid: int | None
         key_ = (*_cell(i), f"k{i % 10}")
         followers[key_] = followers.get(key_, 0) + 1
     targets = sorted(followers)
-    st = Stats()
-    st.start = time.time() + 3600  # nothing counts before publishing starts
     ready = asyncio.Event()
     opened = [0]
     t0 = time.perf_counter()
-    streams = [asyncio.create_task(follow(host, port, ident, tok, st, ready, opened, len(followed)))
-               for ident, tok, _ in followed]
-    try:
-        await asyncio.wait_for(ready.wait(), 60 + len(followed) / 50)
-    except asyncio.TimeoutError:
-        pass
-    open_s = time.perf_counter() - t0
-    print(f"opened {opened[0]:,} SSE streams in {open_s:.2f} s"
-          + (f" ({len(st.stream_errors)} refused: {st.stream_errors[0]})" if st.stream_errors else ""), flush=True)
+    streams = [] if hooks else [asyncio.create_task(follow(host, port, ident, tok, st, ready, opened, len(followed)))
+                                for ident, tok, _ in followed]
+    if hooks:
+        opened[0] = len(followed)
+        print(f"{len(followed):,} subscriptions with webhooks to {hook_url}", flush=True)
+    else:
+        try:
+            await asyncio.wait_for(ready.wait(), 60 + len(followed) / 50)
+        except asyncio.TimeoutError:
+            pass
+        open_s = time.perf_counter() - t0
+        print(f"opened {opened[0]:,} SSE streams in {open_s:.2f} s"
+              + (f" ({len(st.stream_errors)} refused: {st.stream_errors[0]})" if st.stream_errors else ""),
+              flush=True)
     pubs = [HTTP(host, port, key) for _ in range(a.publishers)]
     # warm-up: one request per publisher (connections open, any first-call cost paid), not counted
     for p, h in enumerate(pubs):
@@ -387,6 +429,8 @@ async def _run(a: argparse.Namespace, url: str, key: str, server_pid: int | None
     for t in streams:
         t.cancel()
     await asyncio.gather(*streams, return_exceptions=True)
+    if hooks is not None:
+        hooks.close()
     for h in [admin, *pubs]:
         await h.close()
     # per-second series
@@ -400,8 +444,8 @@ async def _run(a: argparse.Namespace, url: str, key: str, server_pid: int | None
                        "p99_ms": None if not lats else round(pct(lats, 99) * 1000, 3)})
     n_apply = server.get("skpubsub_apply_seconds_count") or 0
     report = {
-        "config": {k: getattr(a, k) for k in ("subscriptions", "clients", "rate", "seconds", "batch", "publishers",
-                                              "index", "window", "fsync")},
+        "config": {k: getattr(a, k) for k in ("subscriptions", "clients", "hooks", "rate", "seconds", "batch",
+                                              "publishers", "index", "window", "fsync")},
         "url": url,
         "registered": len(subs),
         "register_seconds": round(reg_s, 3),
@@ -459,7 +503,8 @@ def _plot(report: dict, st: Stats, path: Path) -> str | None:
     ax.legend(loc="upper right", fontsize=8)
     nl = report["notification_latency_ms"]
     c = report["config"]
-    ax.set_title(f"{report['registered']:,} subscriptions, {report['streams_opened']:,} SSE clients, "
+    ax.set_title(f"{report['registered']:,} subscriptions, {report['streams_opened']:,} "
+                 f"{'webhooks' if report['config']['hooks'] else 'SSE clients'}, "
                  f"{c['rate']:,.0f} objects/s asked in requests of {c['batch']}: "
                  f"{report['objects_per_second'] or 0:,.0f}/s reached\n"
                  f"p50 {nl['p50']} ms, p95 {nl['p95']} ms, p99 {nl['p99']} ms", fontsize=9)
@@ -533,7 +578,7 @@ def main(a: argparse.Namespace) -> int:
           f"{a.batch} per request)")
     print(f"request latency: p50 {rl['p50']} ms, p95 {rl['p95']} ms, p99 {rl['p99']} ms")
     print(f"publish-to-notification ({report['notifications_received']:,} of {report['notifications_expected']:,} "
-          f"on {report['streams_opened']:,} SSE clients): p50 {nl['p50']} ms, p95 {nl['p95']} ms, "
+          f"on {report['streams_opened']:,} {'webhooks' if a.hooks else 'SSE clients'}): p50 {nl['p50']} ms, p95 {nl['p95']} ms, "
           f"p99 {nl['p99']} ms, max {nl['max']} ms")
     sv, cpu = report["server"], report["cpu_seconds_while_publishing"]
     print(f"CPU while publishing ({cpu['wall']:.1f} s): server {cpu['server']} s, loadgen {cpu['loadgen']} s; "

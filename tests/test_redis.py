@@ -101,6 +101,20 @@ def test_the_sink_appends_once_whatever_a_replay_sends_again(redis_port) -> None
         StreamSink(url, "run2").write(zip(keys, lines))
 
 
+def test_the_password_comes_from_the_environment(redis_port, monkeypatch) -> None:
+    r = redis.Redis(port=redis_port)
+    r.config_set("requirepass", "s3cret")
+    try:
+        url = f"redis://127.0.0.1:{redis_port}/notes-p"
+        monkeypatch.delenv("REDIS_PASSWORD", raising=False)
+        with pytest.raises(ValueError, match=r"^Redis stream redis://127.0.0.1:\d+/0/notes-p: AuthenticationError"):
+            StreamSink(url, "r").write([(b"%032x" % 1, b"{}")])
+        monkeypatch.setenv("REDIS_PASSWORD", "s3cret")
+        assert StreamSink(url, "r").write([(b"%032x" % 1, b"{}")]) == 1
+    finally:
+        redis.Redis(port=redis_port, password="s3cret").config_set("requirepass", "")
+
+
 def test_the_source_reads_entries_as_numbered_lines(redis_port) -> None:
     from skpubsub.core.config import Space, Window
     from skpubsub.partition.stats import Statistics

@@ -116,7 +116,7 @@ def test_the_password_comes_from_the_environment(redis_port, monkeypatch) -> Non
 
 
 def test_the_source_reads_entries_as_numbered_lines(redis_port) -> None:
-    from skpubsub.core.config import Space, Window
+    from skpubsub.core.config import Window
     from skpubsub.partition.stats import Statistics
     from skpubsub.spark.redis_stream import read_entries, statistics_of
     from skpubsub.spark.source import _read

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import ssl
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -206,7 +207,7 @@ class Hooks:
             return {}
 
     def _write(self, acked: dict[int, int]) -> None:
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_suffix(f".tmp{threading.get_ident()}")  # the flusher's thread may still be writing
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(json.dumps({"format": FORMAT, "run": self.core.run_id,
@@ -221,6 +222,10 @@ class Hooks:
         for reg in sorted([*core.regs.values(), *core.book.ended.values()], key=lambda r: r.seq):
             if "hook" in reg.record:
                 self.adopt(reg)
+        stale = self.cursors.keys() - self.hooks.keys()  # registrations gone while the server was down
+        for seq in stale:
+            del self.cursors[seq]
+        self.dirty = bool(stale)
         self.flusher = asyncio.create_task(self._flush_loop())
 
     def adopt_new(self) -> None:

@@ -240,7 +240,7 @@ def post_many(slots, subs, grid, toks):
         cells = 1 if sl[s].level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
         if not P.room(st, n * cells):
             return i
-        post_slot(st, subs, sl, s, toks[:n], grid.lmax, grid.geo[4])
+        post_slot(st, Keywords(subs.rec, subs.kw_id), sl, s, toks[:n], grid.lmax, grid.geo[4])  # (one signature)
     return len(slots)
 
 

@@ -26,11 +26,12 @@ from ..index.registry import check_parameters, make_index
 from ..io.events import RANGE, Event, Pub, PubBlock, Sub, SubBlock, Unsub, events_of
 from ..io.lexicon import Words
 from ..io.notewriter import Results
-from ..io.notifications import Change, Match, NoteBatch, Notification
+from ..io.notifications import Change, Match, NoteBatch, Notes, Notification
 from ..results.kbest import remove
+from ..results.initial import initial
 from ..results.refill import POOL, refill_of
 from ..store.objects import AliveStore, ObjectTable, PubColumns
-from ..store.subscriptions import K_RANGE, SubTable, any_given
+from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable, any_given
 from .messages import Adopt, Backfill, Drop, Tick
 from .verify import verify
 
@@ -44,6 +45,11 @@ KEYWORD_SLACK = 65_536
 # (range_1m), and the event that registers them waits ~12 ms at most; the held events are kept alive.
 LONE = 4096
 FEW_SUBS = 40  # Sub events up to which a run goes one by one (engine/NOTES.md, "Streams that interleave")
+# A run of subscriptions against alive objects is registered at once (``_initial``) when the
+# alive objects' tree is built already or the run has at least one subscription a TREE_PAIRS
+# (keyword, alive object) pairs: the build costs ~0.1 us a pair, one by one ~0.3-2 ms a
+# subscription (engine/NOTES.md, "Registration against a full window").
+TREE_PAIRS = 1000
 
 
 class Routed(NamedTuple):
@@ -96,13 +102,14 @@ class Engine:
         # objects due before a subscription or unsubscription, ``driver.leave_due``). A
         # compiled index's kernel removes held objects from buffers (expiry_removals) and
         # refills short ones itself, timed with the arrivals; refills counts both paths
-        # (refill_reads: alive entries they read); evictions: objects a k-skyband buffer let
-        # go as dominated, or did not take; decided: range matches their entries decided
-        # (probe.decided: no record read). expiry_stops: runs the kernel handed to the plain
+        # (refill_reads: alive entries they read; initial: the results of new subscriptions
+        # found through the alive objects' tree, ``_initial``, counted in both); evictions:
+        # objects a k-skyband buffer let go as dominated, or did not take; decided: range
+        # matches their entries decided (probe.decided: no record read). expiry_stops: runs the kernel handed to the plain
         # path, only when it cannot find a holder through the index (expiry_misses; never
         # expected).
         self.stats = {"candidates": 0, "affected": 0, "objects": 0, "expired": 0, "expiry_seconds": 0.0,
-                      "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0, "refills": 0,
+                      "expiry_removals": 0, "expiry_stops": 0, "expiry_misses": 0, "refills": 0, "initial": 0,
                       "refill_reads": 0, "evictions": 0, "leave_steps": 0, "decided": 0}
         # Per-event scratch.
         self._old: dict[int, list[int]] = {}
@@ -273,19 +280,29 @@ class Engine:
                 if not self._subscribe_one(ev):
                     out.extend(self.apply_one(ev))
             return
-        self._register_run(b)
+        self._register_run(b, out)
 
     def _at_once(self, b: SubBlock) -> bool:
         """May the run ``b`` be registered at once? When nothing is due to leave before the
-        last of them and none starts from alive objects (no window, or none alive): then
-        each would have changed nothing but its own registration."""
+        last of them and none starts from alive objects (no window, or none alive) or their
+        results can be found at once (``_bulk_initial``): then each would have changed
+        nothing but its own registration and result."""
         exps = b.expires
         last = b.t[-1]  # times as given: exact comparisons (SPEC 6)
-        return not (len(b) < 2 or (self.window.retains and self.alive.count) or self.clock.due_by(last)
-                    or (exps is not None and any(e is not None and e <= last for e in exps)))
+        return not (len(b) < 2 or (self.window.retains and self.alive.count and not self._bulk_initial(b))
+                    or self.clock.due_by(last) or (exps is not None and any(e is not None and e <= last for e in exps)))
 
-    def _register_run(self, b: SubBlock) -> None:
-        """Register ``b`` by columns, without a Python step a subscription (``_at_once``)."""
+    def _bulk_initial(self, b: SubBlock) -> bool:
+        """Can the run's initial results be found at once (``results.initial``)? On a compiled
+        index with its own clock, the ``kmax`` policy, and the alive objects' tree built
+        already or worth building for the run (``TREE_PAIRS``)."""
+        if not self.compiled or self.external or self.subs.policy != B_KMAX:
+            return False
+        return self.alive.has_tree or len(b) * TREE_PAIRS >= self.alive.live
+
+    def _register_run(self, b: SubBlock, out: NoteBatch | None = None) -> None:
+        """Register ``b`` by columns, without a Python step a subscription (``_at_once``);
+        kNN/top-k ones against alive objects get their results and notifications (``out``)."""
         exps = b.expires
         if exps is not None and not any_given(exps):
             exps = None
@@ -293,11 +310,45 @@ class Engine:
         kw_ids = self.vocab.ids_of(kws) if type(kws) is Words else self.vocab.ids(list(chain.from_iterable(kws)))
         self.vocab.hold(kw_ids)  # counted before they are placed: ``placing.rarest`` reads the holders
         slots = self.subs.add_many(b, kw_ids)
+        notes = self._initial(b, slots) if self.window.retains and self.alive.count else None
         self.index.insert_many(slots)
         if exps is not None:
             for e, q, s in zip(exps, b.seq, slots.tolist()):
                 if e is not None:
                     self.clock.subscribe(e, q, s)
+        if notes is not None:
+            assert out is not None, "a run with results registered without notifications"
+            self.subs.lend(notes)  # the ids stay codes into ``subs.ids`` while the slots keep them
+            out.add(notes)
+
+    def _initial(self, b: SubBlock, slots: np.ndarray) -> Notes | None:
+        """The results of the run's new kNN/top-k ``slots`` from the alive objects, found
+        best-first in one compiled call (``results.initial``; ``refill``'s buffers under
+        ``kmax``), before they are indexed; the non-empty ones notified as ``_subscribe``
+        and ``_notifications`` do, as columns (``_drain``'s), a subscription's index in the
+        run for its pub."""
+        c = self.subs.cols
+        ranked = slots[c.kind[slots] != K_RANGE]
+        if not len(ranked):
+            return None
+        tree = self.alive.tree(bool(np.any(c.kind[ranked] == K_TOPK)))
+        ranked = ranked[np.argsort(self.subs.kw.id[c.kw_off[ranked]], kind="stable")]  # by keyword: the trees' nodes reused hot
+        self.stats["refill_reads"] += initial(ranked, self.subs.layout, self.objs.layout, tree.keys, tree.objs,
+                                              tree.sigs, tree.geo, tree.nodes, self.maxdist)
+        self.stats["refills"] += len(ranked)
+        self.stats["initial"] += len(ranked)
+        at = np.flatnonzero(c.res_n[slots] > 0)
+        if not len(at):
+            return None
+        ns = slots[at]
+        n = np.minimum(c.res_n[ns], c.k[ns]).astype(np.int64)
+        add_off = np.zeros(len(ns) + 1, dtype=np.int64)
+        np.cumsum(n, out=add_off[1:])
+        added = self.subs.res.obj[segment_items(c.res_off[ns], n)[0]].astype(np.int64)
+        none = np.zeros(0, dtype=np.int64)
+        return Notes(at, None, None, np.zeros(len(ns), dtype=np.bool_), add_off, self.objs.ids[added],
+                     np.zeros(len(ns) + 1, dtype=np.int64), self.objs.ids[none], codes=(ns, added, none),
+                     times=b.t, table=self.subs.ids)
 
     def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]],
                      columns: bool = False) -> list[list[Notification]] | Routed:

@@ -194,18 +194,22 @@ class AliveStore:
         self.store = P.PostingStore()
         self.count = 0  # alive objects
         self.live = 0  # their entries
+        self.version = 0  # moves with every change of the alive objects (``tree``'s cache)
+        self._tree: tuple | None = None  # (version, by_class, results.initial.Tree)
 
     def __getstate__(self) -> dict:
         """Without the postings: they are a function of the alive objects, rebuilt on load
         without dead entries or spare room (snapshots stay small)."""
         state = self.__dict__.copy()
         state["store"] = None
+        state["_tree"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)  # the object table is restored first (it is pickled first)
         self.store = P.PostingStore()
-        self.count = self.live = 0
+        self.count = self.live = self.version = 0
+        self._tree = None
         c = self.objs.cols
         for o in np.flatnonzero(c.alive[: c.top]).tolist():
             self.add(o, self.objs.keywords(o))
@@ -216,18 +220,43 @@ class AliveStore:
         post_object(self.store.plain, slot, self.objs.cols.seq[slot], kws)
         self.count += 1
         self.live += len(kws)
+        self._changed()
 
     def added(self, n: int, entries: int) -> None:
         """``n`` objects with ``entries`` keywords were posted by a kernel."""
         self.count += n
         self.live += entries
+        self._changed()
 
     def remove(self, slot: int, kw_ids) -> None:
         """The object's ``alive`` flag is already off: its entries are dead."""
         self.count -= 1
         self.live -= len(kw_ids)
+        self._changed()
         if self.store.entries > 2 * self.live + 65536:
             sweep(self.store.arrays, self.objs.cols.records)
+
+    def _changed(self) -> None:
+        self.version += 1
+        self._tree = None  # (its memory: ~100 MB at 200,000 alive objects)
+
+    @property
+    def has_tree(self) -> bool:
+        """Is ``tree`` built for the alive objects as they are?"""
+        return self._tree is not None and self._tree[0] == self.version
+
+    def tree(self, by_class: bool):
+        """The alive objects by keyword and place (:class:`skpubsub.results.initial.Tree`;
+        ``by_class``: by number of keywords too, for top-k), kept while they do not change
+        (runs of subscriptions between the same objects share it)."""
+        from ..results.initial import Tree
+
+        hit = self._tree
+        if hit is None or hit[0] != self.version or hit[1] != by_class:
+            c = self.objs.cols
+            alive = np.flatnonzero(c.alive[: c.top])
+            hit = self._tree = (self.version, by_class, Tree.build(alive, self.objs.layout, by_class))
+        return hit[2]
 
     def posting(self, kw: int) -> np.ndarray:
         """Alive object slots carrying ``kw``, sorted."""

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...io.events import Sub
-from ..common import AssignedPlan, lpt, lpt_runs
+from ..common import AssignedPlan, lpt
 from ..stats import Statistics
 from .params import PAPER_GAMMA1, PAPER_GAMMA2, _check_m, _floor
 from .quadtree import _quad_split
@@ -44,11 +44,12 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         subset_rect = reg.rect
         subset_cost = sub_cost
         # Algorithm 3 over singletons, heaviest first = LPT over the costs
-        worker_of, _ = lpt_runs(sub_cost, np.array([0, N]), m)
+        where, _ = lpt(zip(range(N), sub_cost.tolist()), m)
+        worker_of = [where[i] for i in range(N)]
         subsets_info = None
         n_subsets = N
         singletons = True
-        groups = list(zip(ids))
+        groups = [(sid,) for sid in ids]
     else:
         singletons = False
         counter = 0
@@ -111,14 +112,14 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         # line 18: sort S in descending order of C(S') (ties: order of creation)
         nodes = sorted(final + [nd for _, _, nd in heap], key=lambda nd: (-nd["cost"], nd["seq"]))
         # Algorithm 3: for each subset (heaviest first), its subscriptions heaviest first, to argmin C(w)
-        worker_of = np.zeros(N, dtype=np.int64)
+        loads = [0.0] * m
+        worker_of = [0] * N
         sub_cost = np.zeros(N)
-        if nodes:
-            at = np.concatenate([nd["idx"] for nd in nodes])
-            c = np.concatenate([nd["c"] for nd in nodes])
-            ptr = np.concatenate([[0], np.cumsum([len(nd["idx"]) for nd in nodes])])
-            worker_of[at] = lpt_runs(c, ptr, m)[0]
-            sub_cost[at] = c
+        for nd in nodes:
+            pos_where, loads = lpt(enumerate(nd["c"].tolist()), m, loads)
+            for pos, i in enumerate(nd["idx"].tolist()):
+                worker_of[i] = pos_where[pos]
+                sub_cost[i] = nd["c"][pos]
         subset_rect = np.array([nd["R"] for nd in nodes]).reshape(-1, 4)
         subset_cost = np.array([nd["cost"] for nd in nodes])
         n_subsets = len(nodes)
@@ -126,9 +127,8 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         subsets_info = [{"r": list(map(float, nd["r"])), "R": nd["R"].tolist(), "size": int(len(nd["idx"])),
                          "cost": nd["cost"]} for nd in nodes]
 
-    one = [(w,) for w in range(m)]
-    assignment = dict(zip(ids, map(one.__getitem__, worker_of.tolist())))
-    costs = dict(zip(ids, sub_cost.tolist()))
+    assignment = {ids[i]: (worker_of[i],) for i in range(N)}
+    costs = {ids[i]: float(sub_cost[i]) for i in range(N)}
 
     cols = np.ascontiguousarray(subset_rect.T)
 

@@ -652,3 +652,190 @@ def test_space_other_than_default():
     for f in PLANNERS.values():
         plan = f(subs, st, 4)
         assert sorted({plan.assign(s)[0] for s in subs}) == [0, 1, 2, 3]
+
+
+# ---------------------------------------------------------------------------
+# compiled regions and Algorithm 3 == the per-subscription NumPy code they replaced
+# ---------------------------------------------------------------------------
+
+
+def oracle_knn_radius(ix, x, y, k, kids, match_all):
+    """B(s)'s radius as SampleIndex.knn_radius computed it, one subscription at a time."""
+    if k < 1:
+        return math.inf
+    if match_all:
+        if not kids or any(kid < 0 for kid in kids):
+            return math.inf
+        spans = sorted((ix._posting(kid) for kid in dict.fromkeys(kids)), key=lambda ab: ab[1] - ab[0])
+        a, b = spans[0]
+        cand = ix.post_obj[a:b]
+        for a2, b2 in spans[1:]:
+            other = ix.post_obj[a2:b2]
+            pos = np.minimum(np.searchsorted(other, cand), len(other) - 1)
+            cand = cand[other[pos] == cand]
+        if len(cand) < k:
+            return math.inf
+        d2 = (ix.x[cand] - x) ** 2 + (ix.y[cand] - y) ** 2
+        return math.sqrt(float(np.partition(d2, k - 1)[k - 1]))
+    spans = [ix._posting(kid) for kid in dict.fromkeys(kids) if kid >= 0]
+    if sum(b - a for a, b in spans) < k:
+        return math.inf
+    d2 = np.concatenate([(ix.post_x[a:b] - x) ** 2 + (ix.post_y[a:b] - y) ** 2 for a, b in spans])
+    objs = np.concatenate([ix.post_obj[a:b] for a, b in spans])
+    seen = set()
+    for d, o in sorted(zip(d2.tolist(), objs.tolist())):
+        if o not in seen:
+            seen.add(o)
+            if len(seen) == k:
+                return math.sqrt(d)
+    return math.inf
+
+
+def oracle_topk_radius(ix, s, kids):
+    """The top-k bound as SampleIndex.topk_radius computed it, one subscription at a time."""
+    from skpubsub.core.scoring import unit_weights
+    alpha, k = float(s.alpha), int(s.k)
+    if alpha <= 0.0 or k < 1:
+        return math.inf
+    known = [(kid, w) for kid, w in zip(kids, unit_weights(s.weights, len(s.keywords))) if kid >= 0]
+    if not known:
+        return math.inf
+    spans = [ix._posting(kid) for kid, _ in known]
+    lens = [b - a for a, b in spans]
+    objs = np.concatenate([ix.post_obj[a:b] for a, b in spans])
+    uniq, inv = np.unique(objs, return_inverse=True)
+    if len(uniq) < k:
+        return math.inf
+    tsim = np.bincount(inv, weights=np.repeat([w for _, w in known], lens), minlength=len(uniq)) * ix.inv_sqrt_nkw[uniq]
+    ssim = np.maximum(0.0, 1.0 - np.hypot(ix.x[uniq] - s.x, ix.y[uniq] - s.y) / ix.maxdist)
+    score = alpha * ssim + (1.0 - alpha) * tsim
+    kscore = float(np.partition(score, len(score) - k)[len(score) - k])
+    smin = (kscore - (1.0 - alpha)) / alpha
+    return math.inf if smin <= 0.0 else ix.maxdist * max(0.0, 1.0 - smin)
+
+
+def oracle_regions(ix, subs):
+    """SampleIndex.regions as the per-subscription loop computed it: (px, py, rect, radius,
+    kw_ptr, kw_ids, any_mode)."""
+    sp = ix.space
+    N = len(subs)
+    px, py, rect, radius = np.empty(N), np.empty(N), np.empty((N, 4)), np.full(N, np.nan)
+    kw_ptr, kw_ids, any_mode = np.zeros(N + 1, dtype=np.int64), [], np.empty(N, dtype=bool)
+    for i, s in enumerate(subs):
+        kids = [ix.vocab.get(w, -1) for w in s.keywords]
+        kw_ids.extend(kids)
+        kw_ptr[i + 1] = len(kw_ids)
+        any_mode[i] = s.kind == "topk" or not s.match_all
+        if s.kind == "range":
+            x1, y1, x2, y2 = s.rect
+            rect[i] = s.rect
+            px[i] = (max(x1, sp.x1) + min(x2, sp.x2)) / 2.0
+            py[i] = (max(y1, sp.y1) + min(y2, sp.y2)) / 2.0
+            continue
+        r = oracle_topk_radius(ix, s, kids) if s.kind == "topk" else oracle_knn_radius(ix, s.x, s.y, s.k, kids, s.match_all)
+        radius[i], px[i], py[i] = r, s.x, s.y
+        rect[i] = (s.x - r, s.y - r, s.x + r, s.y + r)
+    rect[:, :2] = np.maximum(rect[:, :2], (sp.x1, sp.y1))
+    rect[:, 2:] = np.minimum(rect[:, 2:], (sp.x2, sp.y2))
+    return (np.clip(px, sp.x1, sp.x2), np.clip(py, sp.y1, sp.y2), rect, radius, kw_ptr,
+            np.asarray(kw_ids, dtype=np.int64), any_mode)
+
+
+def random_world(seed, n_obj, n_sub):
+    """Objects on a coarse grid (equal distances: ties) or anywhere, a few keywords each; kNN
+    (any/all), top-k (alpha 0, 1 or between; weights none, even or of any magnitude) and
+    range subscriptions with k from 1 to past the sample size, keywords the sample lacks,
+    repeated keywords."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(int(rng.integers(1, 8)))]
+    grid = rng.random() < 0.5
+
+    def point(spread=180.0):
+        if grid:
+            return float(rng.integers(-4, 5) * 20), float(rng.integers(-4, 5) * 10)
+        return float(rng.uniform(-spread, spread)), float(rng.uniform(-spread / 2, spread / 2))
+
+    objs = [obj(i, *point(), *rng.choice(words, size=int(rng.integers(1, 4))).tolist()) for i in range(n_obj)]
+    subs = []
+    for j in range(n_sub):
+        kws = tuple(rng.choice(words + ["zz", "yy"], size=int(rng.integers(0 if j % 17 == 0 else 1, 5))).tolist())
+        x, y = point()
+        k = int(rng.integers(1, n_obj + 4))
+        if j % 5 == 4:
+            k = int(rng.integers(1, 4))
+        kind = rng.integers(5)
+        if kind <= 1:
+            subs.append(knn(f"s{j}", x, y, k, *kws, all=bool(kind)))
+        elif kind <= 3 and kws:
+            alpha = [0.0, 1.0, float(rng.random())][int(rng.integers(3))]
+            weights = None
+            if rng.random() < 0.6:
+                weights = tuple(float(v) for v in rng.uniform(0.1, 5, len(kws)) * 10.0 ** rng.integers(-200, 200))
+            subs.append(topk(f"s{j}", x, y, k, alpha, *kws, weights=weights))
+        else:
+            h = rng.uniform(0, 60, 2)
+            subs.append(rng_sub(f"s{j}", (x - h[0], y - h[1], x + h[0], y + h[1]), *kws, all=bool(j % 2)))
+    return objs, subs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_regions_equal_per_subscription_oracle(seed):
+    objs, subs = random_world(seed, n_obj=int(np.random.default_rng(seed).integers(1, 60)), n_sub=120)
+    ix = SampleIndex(stats_of(objs))
+    reg = ix.regions(subs)
+    want = oracle_regions(ix, subs)
+    for name, got, w in zip(("px", "py", "rect", "radius", "kw_ptr", "kw_ids", "any_mode"),
+                            (reg.px, reg.py, reg.rect, reg.radius, reg.kw_ptr, reg.kw_ids, reg.any_mode), want):
+        assert got.dtype == w.dtype and got.tobytes() == w.tobytes(), (seed, name)  # bit for bit
+    assert np.isinf(reg.radius).any() and np.isfinite(reg.radius).any() or len(objs) < 3
+    # the per-subscription methods (kept for callers) are the kernel too
+    for s in subs[:30]:
+        kids = [ix.kw_id(w) for w in s.keywords]
+        if s.kind == "knn":
+            assert ix.knn_radius(s.x, s.y, s.k, kids, s.match_all) == oracle_knn_radius(ix, s.x, s.y, s.k, kids, s.match_all)
+        elif s.kind == "topk":
+            assert ix.topk_radius(s, kids) == oracle_topk_radius(ix, s, kids)
+
+
+def test_lpt_runs_equal_lpt_run_after_run():
+    from skpubsub.partition.common import lpt, lpt_runs
+    rng = np.random.default_rng(5)
+    for m in (1, 2, 3, 7):
+        sizes = rng.integers(0, 9, 30)
+        costs = rng.integers(0, 4, int(sizes.sum())) / 4.0  # many ties
+        ptr = np.concatenate([[0], np.cumsum(sizes)])
+        got, got_loads = lpt_runs(costs, ptr, m, [0.5] + [0.0] * (m - 1))
+        loads, want = [0.5] + [0.0] * (m - 1), []
+        for a, b in zip(ptr[:-1], ptr[1:]):
+            where, loads = lpt(enumerate(costs[a:b].tolist()), m, loads)
+            want.extend(where[p] for p in range(b - a))
+        assert got.tolist() == want and got_loads == loads
+
+
+@pytest.mark.parametrize("gamma1, gamma2", [(100_000, 20), (0.2, 20), (0.05, 3), (1.0, 0)])
+def test_plan_dkm_unchanged_by_compiled_regions_and_lpt(monkeypatch, gamma1, gamma2):
+    """plan_dkm with the compiled regions and Algorithm 3 == plan_dkm on the oracles."""
+    from skpubsub.partition.common import lpt
+    from skpubsub.partition.dkm import dkm as dkm_mod
+    from skpubsub.partition.dkm.sample import Regions
+
+    objs, subs = synthetic(seed=11, n_obj=300, n_sub=400)
+    st = stats_of(objs)
+
+    def summary(plan):
+        d = plan.describe()
+        return ([plan.assign(s) for s in subs], plan._cost, plan.loads(), plan.groups, d)
+
+    got = summary(plan_dkm(subs, st, 3, gamma1=gamma1, gamma2=gamma2))
+
+    def lpt_runs_oracle(costs, ptr, m, loads=None):
+        loads, out = list(loads or [0.0] * m), []
+        for a, b in zip(ptr[:-1], ptr[1:]):
+            where, loads = lpt(enumerate(np.asarray(costs)[a:b].tolist()), m, loads)
+            out.extend(where[p] for p in range(b - a))
+        return np.array(out, dtype=np.int64), loads
+
+    monkeypatch.setattr(dkm_mod, "lpt_runs", lpt_runs_oracle)
+    monkeypatch.setattr(SampleIndex, "regions", lambda ix, ss: Regions(*oracle_regions(ix, ss)))
+    want = summary(plan_dkm(subs, st, 3, gamma1=gamma1, gamma2=gamma2))
+    assert got == want

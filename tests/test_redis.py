@@ -101,8 +101,22 @@ def test_the_sink_appends_once_whatever_a_replay_sends_again(redis_port) -> None
         StreamSink(url, "run2").write(zip(keys, lines))
 
 
+def test_the_password_comes_from_the_environment(redis_port, monkeypatch) -> None:
+    r = redis.Redis(port=redis_port)
+    r.config_set("requirepass", "s3cret")
+    try:
+        url = f"redis://127.0.0.1:{redis_port}/notes-p"
+        monkeypatch.delenv("REDIS_PASSWORD", raising=False)
+        with pytest.raises(ValueError, match=r"^Redis stream redis://127.0.0.1:\d+/0/notes-p: AuthenticationError"):
+            StreamSink(url, "r").write([(b"%032x" % 1, b"{}")])
+        monkeypatch.setenv("REDIS_PASSWORD", "s3cret")
+        assert StreamSink(url, "r").write([(b"%032x" % 1, b"{}")]) == 1
+    finally:
+        redis.Redis(port=redis_port, password="s3cret").config_set("requirepass", "")
+
+
 def test_the_source_reads_entries_as_numbered_lines(redis_port) -> None:
-    from skpubsub.core.config import Space, Window
+    from skpubsub.core.config import Window
     from skpubsub.partition.stats import Statistics
     from skpubsub.spark.redis_stream import read_entries, statistics_of
     from skpubsub.spark.source import _read
@@ -176,7 +190,7 @@ def test_redis_in_and_out_on_spark_killed_and_restarted(spark, redis_port, tmp_p
     out = tmp_path / "spark"
     cmd = _cli("run", f"redis://127.0.0.1:{redis_port}/in-k", "--out", str(out), "--engine", "spark",
                "--sink", f"redis://127.0.0.1:{redis_port}/out-k", "--workers", "2", "--partitioner", "hash",
-               "--init-objects", "5", "--lines-per-batch", "20", "--window", s.window,
+               "--init-objects", "5", "--lines-per-batch", "40", "--window", s.window,
                *(["--space", str(s.space)] if s.space else []), "--master", "local[2]")
     env = {**os.environ, "CI": "1"}
     log = tmp_path / "first.err"
@@ -190,7 +204,7 @@ def test_redis_in_and_out_on_spark_killed_and_restarted(spark, redis_port, tmp_p
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
     done = len(list(batches.glob("*/batch-*.json")))
-    assert 2 <= done < len(lines) // 20, done  # killed mid-stream
+    assert 2 <= done < len(lines) // 40, done  # killed mid-stream
     assert r.xlen("out-k") > 0  # the sink had written some
     from skpubsub.cli import main
 

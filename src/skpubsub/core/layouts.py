@@ -4,7 +4,7 @@ Each layout is a named tuple of arrays (and a few scalars) that Python builds ju
 kernel call, from the tables that own the arrays (they may have grown since the last call).
 Numba passes a named tuple as one argument, so a kernel's signature reads like a sentence:
 ``publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, scratch, rows,
-counters)``. Where a table is a record array (the subscription, object and grid-slot tables,
+counters, kbest)``. Where a table is a record array (the subscription, object and grid-slot tables,
 one record per slot, :func:`skpubsub.core.columns.records`), the layout carries the record
 array itself, and a kernel takes the field views it needs once, at its top.
 """

@@ -26,6 +26,7 @@ from ..index.prefix import NC
 from ..index.probe import probe_scratch
 from ..io.notifications import NoteBatch, Notes, group_rows, net_changes
 from ..store.objects import pub_columns
+from ..store.subscriptions import K_RANGE
 from ..core.clock import RunPlan
 from .kernel import (BUDGET, C_AFFECTED, C_BUDGET, C_CAND, C_DEAD, C_DECIDED, C_EVICT, C_LIVE_ADD, C_LIVE_DROP,
                      C_MISS, C_NEED, C_NEED_ROWS, C_OUT, C_QUEUE, C_READS, C_REFILLS, C_REMOVED, N_COUNTERS,
@@ -197,6 +198,20 @@ def _csr(kws: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return off, (np.concatenate(kws).astype(np.int32) if kws else np.empty(0, dtype=np.int32))
 
 
+def kbest_arg(eng) -> bool | None:
+    """``publish_run``'s ``kbest``: None while no kNN or top-k subscription was ever taken (a
+    range-only stream: the kernel's specialisation without their code, never compiled for
+    it), True from the first one on, for good. Amortised O(1): the slots above the last
+    look's top are looked at; a slot below it reused by one counts in ``holders`` while
+    active (one that ended released what it held, and no scan finds an inactive slot)."""
+    if not getattr(eng, "_kbest", False):
+        sc = eng.subs.cols
+        seen = getattr(eng, "_kbest_top", 0)
+        eng._kbest = eng.subs.holders > 0 or bool(np.any(sc.kind[seen:sc.top] != K_RANGE))
+        eng._kbest_top = sc.top
+    return True if eng._kbest else None
+
+
 def _precomputed(eng, run: L.Run, scanned: bool) -> L.Pre:
     """Candidates found before the kernel runs (``kernel.publish_run``): igpt's top-k slots
     (held by another index than the grid the kernel scans), or every candidate of aoiq's
@@ -293,6 +308,7 @@ def _kernel(eng, run: L.Run, times, out: NoteBatch, tags: Tags | None, base: int
     dead: list[int] = []
     start = 0
     budget = BUDGET
+    kbest = kbest_arg(eng)
     while True:
         counters = np.zeros(N_COUNTERS, dtype=np.int64)
         counters[C_BUDGET] = budget
@@ -301,7 +317,7 @@ def _kernel(eng, run: L.Run, times, out: NoteBatch, tags: Tags | None, base: int
             eng.alive.store.reserve(len(run.kw), len(run.kw))
             scratch = scratch._replace(heap=eng.heap(eng.subs.max_kb))  # room for the grown lists
         nxt, status = publish_run(start, sc.count, run, subs, objs, eng.alive.store.arrays, ix.layout, directory,
-                                  pre, scratch, rows, counters)
+                                  pre, scratch, rows, counters, kbest)
         if top.tracks_scores:
             changed.append(np.unique(rows.s[: counters[C_OUT]]))
         _drain(eng, times, counters, rows, scratch, dead, out, tags, base, skip, names)

@@ -35,7 +35,7 @@ from ..core.columns import LINE
 from ..core.scoring import carries_all, topk_key_ids
 from ..index.aoiq import probe_tokens
 from ..index.cells import box_at, extent, filter_holds
-from ..index.placing import post_slot, rarest
+from ..index.placing import Keywords, post_slot, rarest
 from ..index.probe import kw_sig, scan
 from ..index.nodecost import finest_cells, not_finer, slot_level, slot_level_cells
 from ..index.prefix import post_tokens, prefix_bounds, probe_classes, same_classes
@@ -55,7 +55,7 @@ NEAR = AHEAD // 2  # candidates ahead whose result buffers are asked for (by the
 
 
 @njit(cache=True, nogil=True)  # (the GIL is free for ``run``'s writer thread)
-def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, scratch, rows, counters):
+def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, scratch, rows, counters, kbest):
     """Process pubs ``start..`` of ``run`` (over the subscription table ``subs``, the object
     table ``objs``, the alive objects' postings ``alive`` and the compiled ``grid`` with
     aoiq's pair ``directory``); returns (next index, status). Changes go to ``rows``,
@@ -66,7 +66,11 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
     top-k, ``foreign`` bit 1, never posted here; igpt.IGPTIndex.precompute), or for every slot
     when the grid is not ``scanned`` per object (aoiq's Algorithm 2, aoiq.batch_probe). A slot
     refilled meanwhile (its region may grow) joins ``rf`` (``rf_n`` of them, ``foreign`` bit 2)
-    and is a candidate of every later object."""
+    and is a candidate of every later object.
+
+    ``kbest`` None: no slot is a kNN or top-k one (``driver.kbest_arg``); the code of their
+    buffers (``_remove``, ``refill``, ``_follow``, ``put``) is then pruned from this
+    specialisation, so a range-only run never compiles it (engine/NOTES.md, "A cold run's compile")."""
     # Every array below is the caller's, alive through the call, and none is returned or
     # stored: borrowed, they pay no reference counts (core.borrow).
     run, subs, objs, alive, grid, directory, pre, scratch, rows, counters = borrowed(
@@ -161,12 +165,16 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             counters[C_NEED_ROWS] = need
             return i, STOP_FULL
         for h in range(nh):
+            if kbest is None:  # (nothing is held: pruned when compiled for a range-only run)
+                break
             _remove(i, hold_s[h], exp_obj[hold_p[h]], hold_j[h], subs, orec, rows, counters)
         for e in range(exp_off[i], exp_off[i + 1]):
             o_alive[exp_obj[e]] = False
             dead[counters[C_DEAD]] = exp_obj[e]
             counters[C_DEAD] += 1
         for h in range(nh):
+            if kbest is None:
+                break
             s = hold_s[h]
             if res_n[s] < k[s] and not complete[s]:  # (a second holder row of s finds it refilled)
                 kk = k[s]
@@ -249,6 +257,8 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
             if ks == K_RANGE:
                 _emit(i, s, o, 0.0, -2, 0.0, 0, rows, counters)
                 counters[C_AFFECTED] += 1
+                continue
+            if kbest is None:  # (no such slot: pruned when compiled for a range-only run)
                 continue
             if ks == K_KNN:
                 key = d2
@@ -471,12 +481,13 @@ def _follow(s, subs, grid, scratch, counters):
         box[3] = tmp[3]
         g.nkw = ln
         g.pending = False
+        # the tokens as int64 in ptok and the keywords alone, as place_slot passes them: one
+        # specialisation of post_slot (engine/NOTES.md, "A cold run's compile")
         if g.tok >= 0:
-            post_slot(grid.store, subs, grid.slots, s, grid.slots.tok[s:s + 1], grid.lmax, geo[4])
-        elif pre:
-            post_slot(grid.store, subs, grid.slots, s, ptok[:ln], grid.lmax, geo[4])
-        else:
-            post_slot(grid.store, subs, grid.slots, s, kw_id[off:off + ln], grid.lmax, geo[4])
+            ptok[0] = g.tok
+        elif not pre:
+            ptok[:ln] = kw_id[off:off + ln]
+        post_slot(grid.store, Keywords(subs.rec, kw_id), grid.slots, s, ptok[:ln], grid.lmax, geo[4])
         counters[C_LIVE_ADD] += n
         counters[C_BUDGET] -= n
     elif not g.pending:  # out of reserved room: Python re-posts it after the call

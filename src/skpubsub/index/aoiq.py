@@ -39,7 +39,7 @@ from ..core import postings as P
 from ..core.layouts import Directory, Probes
 from .cells import cell_of, decode_key, level_key
 from .cgrid import _NO_COST, CompiledGrid
-from .placing import NEED_BOOK, NEED_COST, unplace_slot
+from .placing import NEED_BOOK, NEED_COST, Keywords, unplace_slot
 from .probe import live_of
 from .pairs import M_PAIRS, M_TOP, Cost, assign_many, blocks_of, log_survival, new_book, pairs_of, with_room
 from .prefix import NC, probe_classes
@@ -293,9 +293,9 @@ class AOIQIndex(CompiledGrid):
         cost = self._cost()
         srt = np.empty(max(1, self.subs.max_kw), dtype=np.int64)
         done = 0
+        kws = Keywords(self.subs.layout.rec, self.subs.layout.kw_id)  # as place_slot's: one signature
         while done < len(slots):
-            done += assign_many(slots[done:], self.subs.layout, self.kinds, self.book, cost, self.tok,
-                                self.pair_of, srt)
+            done += assign_many(slots[done:], kws, self.kinds, self.book, cost, self.tok, self.pair_of, srt)
             if done < len(slots):
                 self.book = with_room(self.book)
                 self._one = None

@@ -43,7 +43,7 @@ from .base import SubscriptionIndex
 from .cells import box_at, decode_key, filter_holds, level_key
 from .nodecost import count_objects, new_counts
 from .pairs import Cost, new_book
-from .placing import (DONE, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, filters_of, new_one, place_slot,
+from .placing import (DONE, FEW, NEED_FIT, NEED_RB, NEED_TOKS, One, entries_of, filters_of, new_one, place_slot,
                       post_many, post_slot, rarest, region_of, regions, register_slot, undecide_slot, unplace)
 from .prefix import NC, post_tokens, probe_classes, same_classes
 from .probe import NO_WORDS, kw_sig, probe_scratch, scan, sweep
@@ -63,6 +63,7 @@ SLOT_FIELDS = (
     ("sig", np.uint32, 0),  # an `all` subscription's keyword signature (probe.kw_sig), else 0: the scan's test
 )
 
+_NO_IDS = (-1,) * FEW  # what follows a registered subscription's keyword ids (placing.register_slot)
 BULK = 4096  # entries from which place_many groups them by key rather than appending one by one
 
 # What a grid without keyword pairs puts in its ``One`` bundle for aoiq's fields (never read).
@@ -279,11 +280,10 @@ class CompiledGrid(SubscriptionIndex):
         """``Vocabulary.acquire``, ``SubTable.add`` and ``insert`` of a new subscription (a run
         of one) with one compiled call (``placing.register_slot``: the keyword ids, counts,
         weights, pair and postings). Returns its slot, or -1, having done nothing, for more
-        than eight keywords or repeated ones (a compiled variant per count of keywords:
-        the engine then takes the three steps)."""
+        than ``FEW`` keywords or repeated ones (the engine then takes the three steps)."""
         words = ev.keywords
         n = len(words)
-        if n > 8 or (n > 1 and len(set(words)) != n):
+        if n > FEW or (n > 1 and len(set(words)) != n):
             return -1
         vocab, subs = self.vocab, self.subs
         ids = vocab.few_ids(words)  # new words learnt, as ``acquire`` learns them
@@ -292,7 +292,7 @@ class CompiledGrid(SubscriptionIndex):
         if unit and ev.weights is not None:  # given weights: written here
             subs.kw.ws[off:off + n] = ws
             unit = False
-        need, old, m, posted, entries, topk, woke = register_slot(s, self._current(), ids, off, unit)
+        need, old, m, posted, entries, topk, woke = register_slot(s, self._current(), ids + _NO_IDS[n:], off, unit)
         if woke:
             vocab.woke(woke)
         while need != DONE:

@@ -61,7 +61,7 @@ def _tokens(s, subs, grid, out):
     r = subs.rec[s]
     tok = grid.slots[s].tok
     if tok < 0 and grid.prefix and r.kind == K_TOPK:  # its keyword classes at the posted rule (prefix filter)
-        return post_tokens(r.kw_off, r.kw_len, subs.kw_id, grid.slots[s].pkth, r.alpha, grid.rb, out)
+        return post_tokens(r.kw_off, np.int64(r.kw_len), subs.kw_id, grid.slots[s].pkth, r.alpha, grid.rb, out)
     return _plain_tokens(r, tok, subs.kw_id, grid.freq, grid.refs, out)
 
 
@@ -172,10 +172,10 @@ def regions(slots, subs, grid, ext):
     for s in slots:
         r = subs.rec[s]
         undecide(grid.store, sl, s, subs.rec, subs.kw_id, grid.lmax)
-        box = sl[s].box
+        box = sl[s].box[:]  # an array, as the kernel's box: one specialisation of the level rules
         pre = grid.prefix and r.kind == K_TOPK
         if pre:  # the prefix order follows the frequencies as they are now
-            prefix_bounds(r.kw_off, r.kw_len, subs.kw_id, subs.kw_ws, grid.freq, grid.rb)
+            prefix_bounds(r.kw_off, np.int64(r.kw_len), subs.kw_id, subs.kw_ws, grid.freq, grid.rb)
         sl[s].pkth = r.kth  # the k-th key posted at: the entry filter's, and top-k classes'
         if not extent(r, grid.geo[4], ext):
             level = -1
@@ -240,7 +240,7 @@ def post_many(slots, subs, grid, toks):
         cells = 1 if sl[s].level < 0 else (box[2] - box[0] + 1) * (box[3] - box[1] + 1)
         if not P.room(st, n * cells):
             return i
-        post_slot(st, subs, sl, s, toks[:n], grid.lmax, grid.geo[4])
+        post_slot(st, Keywords(subs.rec, subs.kw_id), sl, s, toks[:n], grid.lmax, grid.geo[4])  # (one signature)
     return len(slots)
 
 
@@ -289,7 +289,7 @@ def _entry(keys, ents, filters, n, key, entry, fb):
     return n + 1
 
 
-class _Keywords(NamedTuple):
+class Keywords(NamedTuple):
     """What ``slot_level`` reads of a ``Subs`` layout."""
 
     rec: np.ndarray
@@ -317,7 +317,7 @@ def region_of(s, rec, kw_id, slots, geo, counts, freq, consts, ext, cell):
         cell[:] = -1
         return -1
     levels = _Levels(slots, geo, consts[0], consts[1], counts, consts[2], consts[3], freq)
-    return slot_level(s, _Keywords(rec, kw_id), levels, ext, cell)
+    return slot_level(s, Keywords(rec, kw_id), levels, ext, cell)
 
 
 @njit(inline="always", cache=True)
@@ -447,7 +447,7 @@ def place_slot(s, one, assign):
         if r.match_all and r.kw_len > 1 and (one.kinds >> r.kind) & 1 and not one.cost_ok[0]:
             return NEED_COST, 0, 0, False, 0, False
         one.one[0] = s
-        if assign_many(one.one, _Keywords(rec, kw_id), one.kinds, one.book, one.cost, one.tok, one.pair_of,
+        if assign_many(one.one, Keywords(rec, kw_id), one.kinds, one.book, one.cost, one.tok, one.pair_of,
                        one.srt) == 0:
             return NEED_BOOK, 0, 0, False, 0, False
     sl = slots[s]
@@ -456,13 +456,13 @@ def place_slot(s, one, assign):
         old = sl.nkw * (1 if sl.level < 0 else (sl.box[2] - sl.box[0] + 1) * (sl.box[3] - sl.box[1] + 1))
     freq = one.freq
     if topk:  # the prefix order follows the frequencies as they are now
-        prefix_bounds(r.kw_off, r.kw_len, kw_id, one.kw_ws, freq, one.rb)
+        prefix_bounds(r.kw_off, np.int64(r.kw_len), kw_id, one.kw_ws, freq, one.rb)
     sl.pkth = r.kth  # the k-th key posted at (``regions``)
-    box = sl.box
+    box = sl.box[:]  # an array, as the kernel's box: one specialisation of the level rules
     ext = one.ext
     if extent(r, one.geo[4], ext):
         levels = _Levels(slots, one.geo, lmax, max_cells, one.counts, consts[2], np.int64(consts[3]), freq)
-        level = slot_level(s, _Keywords(rec, kw_id), levels, ext, box)
+        level = slot_level(s, Keywords(rec, kw_id), levels, ext, box)
     else:
         level = -1
         box[:] = -1
@@ -470,7 +470,7 @@ def place_slot(s, one, assign):
     sl.level = level
     sl.pending = False
     toks = one.toks
-    n = _tokens(s, _Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq, one.refs), toks)
+    n = _tokens(s, Keywords(rec, kw_id), _Tokens(slots, prefix, one.rb, freq, one.refs), toks)
     sl.nkw = n
     sl.kw0 = toks[0] if r.match_all and n == 1 and sl.tok < 0 else -1  # place's rule (refresh reads it)
     sl.sig = _sig(r, kw_id)
@@ -478,7 +478,7 @@ def place_slot(s, one, assign):
     st = one.store
     if not P.room(st, n * cells):
         return DONE, old, n * cells, False, st.meta[P.M_ENTRIES], topk
-    post_slot(st, _Keywords(rec, kw_id), slots, s, toks[:n], lmax, one.geo[4])
+    post_slot(st, Keywords(rec, kw_id), slots, s, toks[:n], lmax, one.geo[4])
     return DONE, old, n * cells, True, st.meta[P.M_ENTRIES], topk
 
 
@@ -504,17 +504,23 @@ def unplace_slot(s, one):
     return n
 
 
+FEW = 8  # keywords a subscription registered by ``register_slot`` may have
+
+
 @njit(cache=True)
 def register_slot(s, one, kw, off, unit):
     """A new subscription's slot ``s`` in one call, its record already written
-    (``SubTable.claim``): its keyword ids ``kw`` (a tuple) into the pool at ``off`` and
+    (``SubTable.claim``): its keyword ids ``kw`` (a tuple of ``FEW``, -1 after the last:
+    one specialisation for every count, engine/NOTES.md "A cold run's compile") into the pool at ``off`` and
     their holder counts up (``Vocabulary.acquire``'s counting), with ``unit`` its unit
     weights (``scoring.unit_weights(None, n)``: each 0.5 / sqrt(n * 0.25), the same floats
     in the same order), then ``place_slot`` with ``assign``. Returns ``place_slot``'s
     result and the ids nobody held before (the vocabulary's dormant words woken). The
     writes are done whatever ``place_slot`` asks for: the caller then calls it alone."""
     kw_id, refs = one.kw_id, one.refs
-    n = len(kw)
+    n = 0
+    while n < len(kw) and kw[n] >= 0:
+        n += 1
     woke = 0
     for j in range(n):
         i = kw[j]
@@ -529,5 +535,6 @@ def register_slot(s, one, kw, off, unit):
         w = 0.5 / math.sqrt(acc)
         for j in range(n):
             one.kw_ws[off + j] = w
-    need, old, m, posted, entries, topk = place_slot(s, one, True)
+    # a bool, not a Literal[bool]: the specialisation Python's calls compile
+    need, old, m, posted, entries, topk = place_slot(s, one, np.bool_(True))
     return need, old, m, posted, entries, topk, woke

@@ -6,6 +6,9 @@ import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
+from numba import njit
+
 from ..io.events import Sub
 
 
@@ -25,6 +28,36 @@ def lpt(costs: Iterable[tuple[Any, float]], m: int, loads: list[float] | None = 
         loads[w] = load + cost
         heapq.heappush(heap, (loads[w], w))
     return out, loads
+
+
+def lpt_runs(costs: np.ndarray, ptr: np.ndarray, m: int, loads: list[float] | None = None
+             ) -> tuple[np.ndarray, list[float]]:
+    """:func:`lpt` over each run ``costs[ptr[r]:ptr[r+1]]`` in turn, the loads carried from run
+    to run (DkM-SKS Algorithm 3: a subset's subscriptions heaviest first, then the next
+    subset's), compiled: the worker of each cost. The same workers and load floats as
+    ``lpt(enumerate(run), m, loads)`` run after run (a stable sort by descending cost; the
+    least-loaded worker, the lowest on ties, as the heap of (load, worker) pops it)."""
+    costs = np.asarray(costs, dtype=np.float64)
+    ptr = np.asarray(ptr, dtype=np.int64)
+    run = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+    order = np.lexsort((-costs, run))  # by run, then descending cost, stable
+    lo = np.array(loads if loads is not None else [0.0] * m, dtype=np.float64)
+    return _lpt_kernel(costs, order, lo), lo.tolist()
+
+
+@njit(cache=True)
+def _lpt_kernel(costs, order, loads):  # pragma: no cover (compiled)
+    """Each item of ``order`` in turn to the least-loaded worker (the lowest on ties)."""
+    where = np.empty(len(costs), dtype=np.int64)
+    m = len(loads)
+    for i in order:
+        w = 0
+        for v in range(1, m):
+            if loads[v] < loads[w]:
+                w = v
+        where[i] = w
+        loads[w] = loads[w] + costs[i]
+    return where
 
 
 class AssignedPlan:

@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import ssl
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -97,6 +98,17 @@ def sign(token: str, body: bytes) -> str:
     return "sha256=" + hmac.new(token.encode(), body, hashlib.sha256).hexdigest()
 
 
+_TLS: ssl.SSLContext | None = None
+
+
+def _tls() -> ssl.SSLContext:
+    """One client context for every https hook (making one reads the CA store: ~10 ms)."""
+    global _TLS
+    if _TLS is None:
+        _TLS = ssl.create_default_context()
+    return _TLS
+
+
 class _Answer:
     """httptools' callbacks: the status is read from the parser; done at message end."""
 
@@ -142,8 +154,8 @@ class Hook:
             try:
                 async with asyncio.timeout(timeout):
                     if self.conn is None:
-                        ctx = ssl.create_default_context() if self.tls else None
-                        self.conn = await asyncio.open_connection(self.host, self.port, ssl=ctx)
+                        self.conn = await asyncio.open_connection(self.host, self.port,
+                                                                  ssl=_tls() if self.tls else None)
                     reader, writer = self.conn
                     writer.write(req)
                     await writer.drain()
@@ -195,7 +207,7 @@ class Hooks:
             return {}
 
     def _write(self, acked: dict[int, int]) -> None:
-        tmp = self.path.with_suffix(".tmp")
+        tmp = self.path.with_suffix(f".tmp{threading.get_ident()}")  # the flusher's thread may still be writing
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(json.dumps({"format": FORMAT, "run": self.core.run_id,
@@ -210,6 +222,10 @@ class Hooks:
         for reg in sorted([*core.regs.values(), *core.book.ended.values()], key=lambda r: r.seq):
             if "hook" in reg.record:
                 self.adopt(reg)
+        stale = self.cursors.keys() - self.hooks.keys()  # registrations gone while the server was down
+        for seq in stale:
+            del self.cursors[seq]
+        self.dirty = bool(stale)
         self.flusher = asyncio.create_task(self._flush_loop())
 
     def adopt_new(self) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...io.events import Sub
-from ..common import AssignedPlan, lpt
+from ..common import AssignedPlan, lpt, lpt_runs
 from ..stats import Statistics
 from .params import PAPER_GAMMA1, PAPER_GAMMA2, _check_m, _floor
 from .quadtree import _quad_split
@@ -44,12 +44,11 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         subset_rect = reg.rect
         subset_cost = sub_cost
         # Algorithm 3 over singletons, heaviest first = LPT over the costs
-        where, _ = lpt(zip(range(N), sub_cost.tolist()), m)
-        worker_of = [where[i] for i in range(N)]
+        worker_of, _ = lpt_runs(sub_cost, np.array([0, N]), m)
         subsets_info = None
         n_subsets = N
         singletons = True
-        groups = [(sid,) for sid in ids]
+        groups = list(zip(ids))
     else:
         singletons = False
         counter = 0
@@ -112,14 +111,14 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         # line 18: sort S in descending order of C(S') (ties: order of creation)
         nodes = sorted(final + [nd for _, _, nd in heap], key=lambda nd: (-nd["cost"], nd["seq"]))
         # Algorithm 3: for each subset (heaviest first), its subscriptions heaviest first, to argmin C(w)
-        loads = [0.0] * m
-        worker_of = [0] * N
+        worker_of = np.zeros(N, dtype=np.int64)
         sub_cost = np.zeros(N)
-        for nd in nodes:
-            pos_where, loads = lpt(enumerate(nd["c"].tolist()), m, loads)
-            for pos, i in enumerate(nd["idx"].tolist()):
-                worker_of[i] = pos_where[pos]
-                sub_cost[i] = nd["c"][pos]
+        if nodes:
+            at = np.concatenate([nd["idx"] for nd in nodes])
+            c = np.concatenate([nd["c"] for nd in nodes])
+            ptr = np.concatenate([[0], np.cumsum([len(nd["idx"]) for nd in nodes])])
+            worker_of[at] = lpt_runs(c, ptr, m)[0]
+            sub_cost[at] = c
         subset_rect = np.array([nd["R"] for nd in nodes]).reshape(-1, 4)
         subset_cost = np.array([nd["cost"] for nd in nodes])
         n_subsets = len(nodes)
@@ -127,8 +126,9 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
         subsets_info = [{"r": list(map(float, nd["r"])), "R": nd["R"].tolist(), "size": int(len(nd["idx"])),
                          "cost": nd["cost"]} for nd in nodes]
 
-    assignment = {ids[i]: (worker_of[i],) for i in range(N)}
-    costs = {ids[i]: float(sub_cost[i]) for i in range(N)}
+    one = [(w,) for w in range(m)]
+    assignment = dict(zip(ids, map(one.__getitem__, worker_of.tolist())))
+    costs = dict(zip(ids, sub_cost.tolist()))
 
     cols = np.ascontiguousarray(subset_rect.T)
 

@@ -3,14 +3,16 @@ kNN ball B(s) (Section 3.2; top-k and range regions: NOTES.md), and the cost of 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
+from itertools import chain, repeat
+from operator import attrgetter, is_not
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from ...core.scoring import unit_weights
-from ...io.events import RANGE, TOPK, Sub
+from ...io.events import KNN, RANGE, TOPK, Sub
 from ..stats import Statistics
 
 _GATHER_CHUNK = 1 << 20  # candidate (rectangle, object) pairs examined at once
@@ -139,132 +141,224 @@ class SampleIndex:
             return np.zeros(len(rects))
         return self.count_in(np.full(len(rects), self.ALL, dtype=np.int64), rects) / self.n
 
-    # -- B(s): the kNN ball among O_init ------------------------------------
+    # -- B(s): the kNN ball among O_init; the top-k bound ------------------
 
     def knn_radius(self, x: float, y: float, k: int, kids: Sequence[int], match_all: bool) -> float:
         """Distance from ``(x, y)`` to the k-th nearest sample object that carries
         any (``match_all``: every) keyword of ``kids``; ``inf`` if fewer than k do."""
-        if k < 1:
-            return math.inf
-        if match_all:
-            if not kids or any(kid < 0 for kid in kids):
-                return math.inf
-            spans = sorted((self._posting(kid) for kid in dict.fromkeys(kids)), key=lambda ab: ab[1] - ab[0])
-            a, b = spans[0]
-            cand = self.post_obj[a:b]
-            for a2, b2 in spans[1:]:
-                if len(cand) < k:
-                    return math.inf
-                other = self.post_obj[a2:b2]
-                pos = np.minimum(np.searchsorted(other, cand), len(other) - 1)
-                cand = cand[other[pos] == cand]
-            if len(cand) < k:
-                return math.inf
-            d2 = (self.x[cand] - x) ** 2 + (self.y[cand] - y) ** 2
-            return math.sqrt(float(np.partition(d2, k - 1)[k - 1]))
-        known = [kid for kid in dict.fromkeys(kids) if kid >= 0]
-        if not known:
-            return math.inf
-        if len(known) == 1:
-            a, b = self._posting(known[0])
-            if b - a < k:
-                return math.inf
-            d2 = (self.post_x[a:b] - x) ** 2 + (self.post_y[a:b] - y) ** 2
-            return math.sqrt(float(np.partition(d2, k - 1)[k - 1]))
-        spans = [self._posting(kid) for kid in known]
-        if sum(b - a for a, b in spans) < k:
-            return math.inf
-        px, py = self.post_x, self.post_y
-        d2 = np.concatenate([(px[a:b] - x) ** 2 + (py[a:b] - y) ** 2 for a, b in spans])
-        objs = np.concatenate([self.post_obj[a:b] for a, b in spans])
-        # an object appears at most len(known) times: the k nearest distinct objects
-        # are among the k*len(known) nearest (object, keyword) pairs
-        t = min(len(d2), k * len(known))
-        if t < len(d2):
-            near = np.argpartition(d2, t - 1)[:t]
-            pairs = sorted(zip(d2[near].tolist(), objs[near].tolist()))
-        else:
-            pairs = sorted(zip(d2.tolist(), objs.tolist()))
-        seen: set[int] = set()
-        for d, o in pairs:
-            if o not in seen:
-                seen.add(o)
-                if len(seen) == k:
-                    return math.sqrt(d)
-        return math.inf
+        kids = np.asarray(kids, dtype=np.int64).reshape(-1)
+        return float(self._radii(np.array([_KNN], dtype=np.int8), np.array([float(x)]), np.array([float(y)]),
+                                 np.array([k], dtype=np.int64), np.array([bool(match_all)]), np.zeros(1),
+                                 np.array([0, len(kids)], dtype=np.int64), kids, np.zeros(len(kids)))[0])
 
     def topk_radius(self, sub: Sub, kids: Sequence[int]) -> float:
         """Radius around ``(sub.x, sub.y)`` outside which no object can enter the
         top-k (the k-th best score among qualifying sample objects, TSim <= 1); B(s) of a
         top-k subscription, not in the paper (NOTES.md)."""
-        alpha, k = float(sub.alpha), int(sub.k)
-        if alpha <= 0.0 or k < 1:
-            return math.inf
-        # the subscription's vector over all its (distinct) keywords, unit length, scaled as
-        # every engine scales it (no overflow or underflow at 1e200 / 1e-200: SPEC section 6)
-        unit = unit_weights(sub.weights, len(sub.keywords))
-        known = [(kid, w) for kid, w in zip(kids, unit) if kid >= 0]
-        if not known:
-            return math.inf
-        spans = [self._posting(kid) for kid, _ in known]
-        lens = [b - a for a, b in spans]
-        if sum(lens) < k:
-            return math.inf
-        if len(spans) == 1:  # one keyword: every object once
-            a, b = spans[0]
-            uniq = self.post_obj[a:b]
-            tsim = known[0][1] * self.inv_sqrt_nkw[uniq]
-            d = np.hypot(self.post_x[a:b] - sub.x, self.post_y[a:b] - sub.y)
-        else:  # objects carrying several of the keywords: sum their weights (TSim)
-            objs = np.concatenate([self.post_obj[a:b] for a, b in spans])
-            wts = np.repeat(np.array([w for _, w in known]), lens)
-            uniq, inv = np.unique(objs, return_inverse=True)
-            if len(uniq) < k:
-                return math.inf
-            tsim = np.bincount(inv, weights=wts, minlength=len(uniq)) * self.inv_sqrt_nkw[uniq]
-            d = np.hypot(self.x[uniq] - sub.x, self.y[uniq] - sub.y)
-        ssim = np.maximum(0.0, 1.0 - d / self.maxdist)
-        score = alpha * ssim + (1.0 - alpha) * tsim
-        kscore = float(np.partition(score, len(score) - k)[len(score) - k])
-        smin = (kscore - (1.0 - alpha)) / alpha
-        if smin <= 0.0:
-            return math.inf
-        return self.maxdist * max(0.0, 1.0 - smin)
+        kids = np.asarray(kids, dtype=np.int64).reshape(-1)
+        # the subscription's vector over all its keywords, unit length, scaled as every
+        # engine scales it (no overflow or underflow at 1e200 / 1e-200: SPEC section 6)
+        unit = np.array(unit_weights(sub.weights, len(sub.keywords)), dtype=np.float64)[:len(kids)]
+        return float(self._radii(np.array([_TOPK], dtype=np.int8), np.array([float(sub.x)]),
+                                 np.array([float(sub.y)]), np.array([int(sub.k)], dtype=np.int64),
+                                 np.zeros(1, dtype=bool), np.array([float(sub.alpha)]),
+                                 np.array([0, len(kids)], dtype=np.int64), kids, unit)[0])
+
+    def _radii(self, kind, sx, sy, k, match_all, alpha, kw_ptr, kw_ids, unit) -> np.ndarray:
+        return _radii_kernel(self.post_obj, self.post_x, self.post_y, self.post_ptr, self.x, self.y,
+                             self.inv_sqrt_nkw, float(self.maxdist), kind, sx, sy, k, match_all, alpha,
+                             kw_ptr, kw_ids, unit)
 
     # -- regions of subscriptions --------------------------------------------
 
     def regions(self, subs: Sequence[Sub]) -> "Regions":
-        """Location, keyword ids and region rectangle R(s) of each subscription."""
+        """Location, keyword ids and region rectangle R(s) of each subscription: the radii of
+        B(s) of a whole run in one compiled pass (``_radii_kernel``), the rest by columns."""
         N = len(subs)
         sp = self.space
-        px = np.empty(N)
-        py = np.empty(N)
+        kind = np.fromiter(map(_KIND_CODE.__getitem__, map(_KIND, subs)), dtype=np.int8, count=N)
+        kwl = list(map(_KEYWORDS, subs))
+        lens = np.fromiter(map(len, kwl), dtype=np.int64, count=N)
+        kw_ptr = np.zeros(N + 1, dtype=np.int64)
+        np.cumsum(lens, out=kw_ptr[1:])
+        L = int(kw_ptr[-1])
+        kw_ids = np.fromiter(map(self.vocab.get, chain.from_iterable(kwl), repeat(-1, L)), dtype=np.int64, count=L)
+        match_all = np.fromiter(map(_MATCH_ALL, subs), dtype=bool, count=N)
+        any_mode = (kind == _TOPK) | ~match_all
+        is_range = kind == _RANGE
+        ranged = np.flatnonzero(is_range)
+        pointed = np.flatnonzero(~is_range)
+        px = np.zeros(N)
+        py = np.zeros(N)
         rect = np.empty((N, 4))
         radius = np.full(N, np.nan)
-        kw_ptr = np.zeros(N + 1, dtype=np.int64)
-        kw_ids: list[int] = []
-        any_mode = np.empty(N, dtype=bool)
-        vget = self.vocab.get
-        for i, s in enumerate(subs):
-            kids = [vget(w, -1) for w in s.keywords]
-            kw_ids.extend(kids)
-            kw_ptr[i + 1] = len(kw_ids)
-            any_mode[i] = s.kind == TOPK or not s.match_all
-            if s.kind == RANGE:
-                x1, y1, x2, y2 = s.rect  # type: ignore[misc]
-                rect[i] = (x1, y1, x2, y2)
-                # location: the centre of the part inside the space
-                px[i] = (max(x1, sp.x1) + min(x2, sp.x2)) / 2.0
-                py[i] = (max(y1, sp.y1) + min(y2, sp.y2)) / 2.0
-                continue
-            r = self.topk_radius(s, kids) if s.kind == TOPK else self.knn_radius(s.x, s.y, s.k, kids, s.match_all)
-            radius[i] = r
-            px[i], py[i] = s.x, s.y
-            rect[i] = (s.x - r, s.y - r, s.x + r, s.y + r)
+        if len(ranged):
+            rr = np.array([subs[i].rect for i in ranged.tolist()], dtype=np.float64).reshape(-1, 4)
+            rect[ranged] = rr
+            # location: the centre of the part inside the space
+            px[ranged] = (np.maximum(rr[:, 0], sp.x1) + np.minimum(rr[:, 2], sp.x2)) / 2.0
+            py[ranged] = (np.maximum(rr[:, 1], sp.y1) + np.minimum(rr[:, 3], sp.y2)) / 2.0
+        if len(pointed):
+            sx = np.fromiter(map(_X, subs), dtype=np.float64, count=N)
+            sy = np.fromiter(map(_Y, subs), dtype=np.float64, count=N)
+            ks = np.fromiter(map(_K, subs), dtype=np.int64, count=N)
+            alpha = np.fromiter(map(_ALPHA, subs), dtype=np.float64, count=N)
+            unit = self._unit_weights(subs, kind, lens, kw_ptr)
+            r = self._radii(kind, sx, sy, ks, match_all, alpha, kw_ptr, kw_ids, unit)
+            r = r[pointed]
+            x, y = sx[pointed], sy[pointed]
+            radius[pointed] = r
+            px[pointed], py[pointed] = x, y
+            rect[pointed] = np.stack([x - r, y - r, x + r, y + r], axis=1)
         rect = _clip(rect, sp)
         np.clip(px, sp.x1, sp.x2, out=px)
         np.clip(py, sp.y1, sp.y2, out=py)
-        return Regions(px, py, rect, radius, kw_ptr, np.asarray(kw_ids, dtype=np.int64), any_mode)
+        return Regions(px, py, rect, radius, kw_ptr, kw_ids, any_mode)
+
+    @staticmethod
+    def _unit_weights(subs: Sequence[Sub], kind: np.ndarray, lens: np.ndarray, kw_ptr: np.ndarray) -> np.ndarray:
+        """``unit_weights`` of each top-k subscription at its keywords' places (0 elsewhere):
+        those without weights from a table by (length, position), the others one by one."""
+        unit = np.zeros(int(kw_ptr[-1]))
+        top = np.flatnonzero((kind == _TOPK) & (lens > 0))
+        if len(top) == 0:
+            return unit
+        tl = lens[top]
+        idx = np.repeat(kw_ptr[top] - (np.cumsum(tl) - tl), tl) + np.arange(int(tl.sum()))
+        table = np.zeros((int(tl.max()) + 1, int(tl.max())))
+        for n in np.unique(tl).tolist():
+            table[n, :n] = unit_weights(None, n)
+        unit[idx] = table[np.repeat(tl, tl), idx - np.repeat(kw_ptr[top], tl)]
+        wl = list(map(_WEIGHTS, subs))
+        if any(map(is_not, wl, repeat(None))):
+            for i in top.tolist():
+                if wl[i] is not None:
+                    unit[kw_ptr[i]:kw_ptr[i + 1]] = unit_weights(wl[i], int(lens[i]))
+        return unit
+
+
+_KNN, _RANGE, _TOPK = 0, 1, 2
+_KIND_CODE = {KNN: _KNN, RANGE: _RANGE, TOPK: _TOPK}
+_KIND, _KEYWORDS, _MATCH_ALL = attrgetter("kind"), attrgetter("keywords"), attrgetter("match_all")
+_X, _Y, _K, _ALPHA, _WEIGHTS = attrgetter("x"), attrgetter("y"), attrgetter("k"), attrgetter("alpha"), attrgetter("weights")
+
+
+@njit(cache=True)
+def _radii_kernel(post_obj, post_x, post_y, post_ptr, ox, oy, inv_sqrt_nkw, maxdist,
+                  kind, sx, sy, k, match_all, alpha, kw_ptr, kw_ids, unit):  # pragma: no cover (compiled)
+    """The radius of B(s) of each kNN and top-k subscription i (``kind[i]``; range: nan), its
+    keyword ids ``kw_ids[kw_ptr[i]:kw_ptr[i+1]]`` (-1: unknown to the sample):
+
+    - kNN: sqrt of the k-th smallest squared distance to a qualifying sample object, each
+      object once (``match_all``: carries every keyword; else any); inf when fewer than k;
+    - top-k (``unit``: its unit weights aligned with the keywords): from the k-th best score
+      ``alpha*SSim + (1-alpha)*TSim`` among the objects sharing a keyword (TSim: the sum of
+      the weights of the keywords it carries, in keyword order, times its ``1/sqrt(|kw|)``),
+      ``MaxDist*(1 - (kScore-(1-alpha))/alpha)``; inf when ``alpha <= 0``, fewer than k, or
+      that bound <= 0 (NOTES.md).
+
+    Each value is the same float as the NumPy expressions it replaces (the same elementwise
+    operations; an order statistic does not depend on how it is found)."""
+    N = len(kind)
+    n = len(ox)
+    out = np.empty(N)
+    stamp = np.full(n, -1, dtype=np.int64)  # stamp[o] == i: object o already seen for i
+    cnt = np.zeros(n, dtype=np.int64)  # match all: keywords of i that o carries so far
+    acc = np.zeros(n)  # top-k: the sum of i's weights o carries
+    buf = np.empty(n)
+    objs = np.empty(n, dtype=np.int64)
+    for i in range(N):
+        if kind[i] == 1:  # range
+            out[i] = np.nan
+            continue
+        a0, b0 = kw_ptr[i], kw_ptr[i + 1]
+        kk = k[i]
+        x, y = sx[i], sy[i]
+        r = np.inf
+        if kind[i] == 0 and match_all[i]:
+            if kk < 1 or b0 == a0:
+                out[i] = r
+                continue
+            # the shortest posting of the keywords; unknown keyword: nothing qualifies
+            best = -1
+            ok = True
+            for j in range(a0, b0):
+                kid = kw_ids[j]
+                if kid < 0:
+                    ok = False
+                    break
+                if best < 0 or post_ptr[kid + 1] - post_ptr[kid] < post_ptr[best + 1] - post_ptr[best]:
+                    best = kid
+            if not ok or post_ptr[best + 1] - post_ptr[best] < kk:
+                out[i] = r
+                continue
+            for p in range(post_ptr[best], post_ptr[best + 1]):
+                cnt[post_obj[p]] = 0
+            # cnt[o] == nd: o carries the first nd keywords (a repeated keyword changes nothing)
+            nd = 0
+            for j in range(a0, b0):
+                kid = kw_ids[j]
+                nd += 1
+                for p in range(post_ptr[kid], post_ptr[kid + 1]):
+                    o = post_obj[p]
+                    if cnt[o] == nd - 1:
+                        cnt[o] = nd
+            m = 0
+            for p in range(post_ptr[best], post_ptr[best + 1]):
+                o = post_obj[p]
+                if cnt[o] == nd:
+                    dx = ox[o] - x
+                    dy = oy[o] - y
+                    buf[m] = dx * dx + dy * dy
+                    m += 1
+            if m >= kk:
+                r = np.sqrt(np.partition(buf[:m], kk - 1)[kk - 1])
+            out[i] = r
+            continue
+        if kk < 1 or (kind[i] == 2 and alpha[i] <= 0.0):
+            out[i] = r
+            continue
+        # any keyword (kNN any, top-k): the distinct objects carrying one
+        m = 0
+        for j in range(a0, b0):
+            kid = kw_ids[j]
+            if kid < 0:
+                continue
+            w = unit[j]
+            for p in range(post_ptr[kid], post_ptr[kid + 1]):
+                o = post_obj[p]
+                if stamp[o] != i:
+                    stamp[o] = i
+                    acc[o] = w
+                    objs[m] = o
+                    m += 1
+                else:
+                    acc[o] += w
+        if m < kk:
+            out[i] = r
+            continue
+        if kind[i] == 0:
+            for q in range(m):
+                o = objs[q]
+                dx = ox[o] - x
+                dy = oy[o] - y
+                buf[q] = dx * dx + dy * dy
+            out[i] = np.sqrt(np.partition(buf[:m], kk - 1)[kk - 1])
+            continue
+        al = alpha[i]
+        for q in range(m):
+            o = objs[q]
+            d = np.hypot(ox[o] - x, oy[o] - y)
+            ssim = 1.0 - d / maxdist
+            if ssim < 0.0:
+                ssim = 0.0
+            buf[q] = al * ssim + (1.0 - al) * (acc[o] * inv_sqrt_nkw[o])
+        kscore = np.partition(buf[:m], m - kk)[m - kk]
+        smin = (kscore - (1.0 - al)) / al
+        if not smin <= 0.0:
+            r = maxdist * max(0.0, 1.0 - smin)
+        out[i] = r
+    return out
 
 
 def _clip(rect: np.ndarray, sp: Any) -> np.ndarray:

@@ -1,0 +1,72 @@
+"""What a cold run compiles (issue 57): a range-only stream never compiles the code of kNN
+and top-k buffers (``kernel.publish_run``'s specialisation with ``kbest`` None,
+``driver.kbest_arg``), a stream with a kNN subscription does.
+
+The runs are made by a fresh process with an empty ``NUMBA_CACHE_DIR`` that records every
+Numba compile (``numba:compile`` events name the dispatcher compiled, callees included: a
+caller's typing compiles them) of ``skpubsub run``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# Kernels only kNN and top-k subscriptions need (compiled apart, not inlined into a caller)
+KBEST = ("skpubsub.results.refill.refill", "skpubsub.engine.kernel._follow", "skpubsub.engine.kernel._remove")
+
+CODE = """
+import json, sys
+from numba.core import event
+names = []
+class Rec(event.Listener):
+    def on_start(self, ev):
+        f = ev.data["dispatcher"].py_func
+        names[-1].append(f"{f.__module__}.{f.__qualname__}")
+    def on_end(self, ev):
+        pass
+event.register("numba:compile", Rec())
+from skpubsub.cli import main
+for events, out in zip(sys.argv[1::2], sys.argv[2::2]):
+    names.append([])
+    assert main(["run", events, "--out", out, "--window", "count:2"]) == 0
+print(json.dumps(names))
+"""
+
+
+def _events(path: Path, knn: bool) -> Path:
+    """Subscriptions (one ended), objects leaving a count:2 window, a subscription after them."""
+    lines = [{"op": "sub", "id": "r1", "t": 0, "kind": "range", "rect": [0, 0, 10, 10], "keywords": ["a"]},
+             {"op": "sub", "id": "r2", "t": 0, "kind": "range", "rect": [5, 5, 20, 20], "keywords": ["a", "b"],
+              "match": "all"}]
+    if knn:
+        lines.append({"op": "sub", "id": "k1", "t": 0, "kind": "knn", "x": 1, "y": 1, "k": 1, "keywords": ["a"]})
+    for t in range(1, 6):
+        lines.append({"op": "pub", "id": f"o{t}", "t": t, "x": 2.0 * t, "y": 2.0 * t, "keywords": ["a", "b"]})
+    lines.append({"op": "unsub", "id": "r1", "t": 6})
+    lines.append({"op": "sub", "id": "r3", "t": 7, "kind": "range", "rect": [0, 0, 30, 30], "keywords": ["b"]})
+    lines.append({"op": "pub", "id": "o7", "t": 8, "x": 12, "y": 12, "keywords": ["b"]})
+    path.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    return path
+
+
+@pytest.mark.slow
+def test_range_only_run_compiles_no_kbest_kernel(tmp_path: Path) -> None:
+    """A range-only run with an empty cache, then (same process) a run with a kNN subscription:
+    the first compiles none of ``KBEST``, the second compiles them all (so the recorder
+    would have named them)."""
+    args = []
+    for knn in (False, True):
+        args += [str(_events(tmp_path / f"events-{knn}.jsonl", knn)), str(tmp_path / f"out-{knn}")]
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    r = subprocess.run([sys.executable, "-c", CODE, *args], env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ranges, knns = (set(c) for c in json.loads(r.stdout.strip().splitlines()[-1]))
+    assert "skpubsub.engine.kernel.publish_run" in ranges
+    assert not ranges & set(KBEST), sorted(ranges & set(KBEST))
+    assert set(KBEST) <= knns, sorted(set(KBEST) - knns)

@@ -15,7 +15,6 @@ from ...core.scoring import unit_weights
 from ...io.events import KNN, RANGE, TOPK, Sub
 from ..stats import Statistics
 
-_GATHER_CHUNK = 1 << 20  # candidate (rectangle, object) pairs examined at once
 
 
 class SampleIndex:
@@ -95,44 +94,11 @@ class SampleIndex:
     def count_in(self, kw: np.ndarray, rects: np.ndarray) -> np.ndarray:
         """Sample objects carrying keyword ``kw[i]`` (``self.ALL``: any object; -1:
         none) inside the closed rectangle ``rects[i] = (x1, y1, x2, y2)``."""
-        kw = np.asarray(kw, dtype=np.int64)
-        rects = np.asarray(rects, dtype=np.float64).reshape(-1, 4)
-        Q = len(kw)
-        out = np.zeros(Q, dtype=np.int64)
-        if Q == 0 or self.n == 0:
-            return out
-        valid = kw >= 0
-        kwv = np.where(valid, kw, 0)
-        x1, y1, x2, y2 = rects[:, 0], rects[:, 1], rects[:, 2], rects[:, 3]
-        r1 = np.searchsorted(self.ux, x1, side="left")
-        r2 = np.searchsorted(self.ux, x2, side="right")
-        base = kwv * self._U1
-        a = np.searchsorted(self.c_keys, base + r1, side="left")
-        b = np.searchsorted(self.c_keys, base + np.maximum(r1, r2), side="left")
-        lens = np.where(valid & (y1 <= y2), b - a, 0)
-        full = (y1 <= self.kw_ymin[kwv]) & (y2 >= self.kw_ymax[kwv])
-        out[full] = lens[full]
-        rest = np.flatnonzero(~full & (lens > 0))
-        if len(rest) == 0:
-            return out
-        # gather the x-range slices of the remaining queries and test y, in chunks
-        rl = lens[rest]
-        cum = np.cumsum(rl)
-        start = 0
-        while start < len(rest):
-            limit = (cum[start - 1] if start else 0) + _GATHER_CHUNK
-            stop = max(start + 1, int(np.searchsorted(cum, limit, side="right")))
-            q = rest[start:stop]
-            ql = lens[q]
-            tot = int(ql.sum())
-            qid = np.repeat(np.arange(len(q)), ql)
-            first = np.cumsum(ql) - ql
-            pos = np.arange(tot, dtype=np.int64) - np.repeat(first - a[q], ql)
-            ys = self.c_y[pos]
-            ok = (ys >= y1[q][qid]) & (ys <= y2[q][qid])
-            out[q] = np.bincount(qid[ok], minlength=len(q))
-            start = stop
-        return out
+        kw = np.ascontiguousarray(kw, dtype=np.int64)
+        rects = np.ascontiguousarray(rects, dtype=np.float64).reshape(-1, 4)
+        if len(kw) == 0 or self.n == 0:
+            return np.zeros(len(kw), dtype=np.int64)
+        return _count_kernel(kw, rects, self.ux, self.c_keys, self.c_y, self._U1, self.kw_ymin, self.kw_ymax)
 
     def probability_in(self, rects: np.ndarray) -> np.ndarray:
         """Eq. (2): P(R) = |O_R| / |O_init| for each rectangle."""
@@ -238,6 +204,7 @@ class SampleIndex:
 
 
 _KNN, _RANGE, _TOPK = 0, 1, 2
+_SLACK = 1e-9  # >> the few-ulp gap between top-k scores from sqrt(dx*dx + dy*dy) and from hypot
 _KIND_CODE = {KNN: _KNN, RANGE: _RANGE, TOPK: _TOPK}
 _KIND, _KEYWORDS, _MATCH_ALL = attrgetter("kind"), attrgetter("keywords"), attrgetter("match_all")
 _X, _Y, _K, _ALPHA, _WEIGHTS = attrgetter("x"), attrgetter("y"), attrgetter("k"), attrgetter("alpha"), attrgetter("weights")
@@ -266,6 +233,7 @@ def _radii_kernel(post_obj, post_x, post_y, post_ptr, ox, oy, inv_sqrt_nkw, maxd
     cnt = np.zeros(n, dtype=np.int64)  # match all: keywords of i that o carries so far
     acc = np.zeros(n)  # top-k: the sum of i's weights o carries
     buf = np.empty(n)
+    exact = np.empty(n)
     objs = np.empty(n, dtype=np.int64)
     for i in range(N):
         if kind[i] == 1:  # range
@@ -312,7 +280,7 @@ def _radii_kernel(post_obj, post_x, post_y, post_ptr, ox, oy, inv_sqrt_nkw, maxd
                     buf[m] = dx * dx + dy * dy
                     m += 1
             if m >= kk:
-                r = np.sqrt(np.partition(buf[:m], kk - 1)[kk - 1])
+                r = np.sqrt(_select(buf, m, kk - 1))
             out[i] = r
             continue
         if kk < 1 or (kind[i] == 2 and alpha[i] <= 0.0):
@@ -343,22 +311,89 @@ def _radii_kernel(post_obj, post_x, post_y, post_ptr, ox, oy, inv_sqrt_nkw, maxd
                 dx = ox[o] - x
                 dy = oy[o] - y
                 buf[q] = dx * dx + dy * dy
-            out[i] = np.sqrt(np.partition(buf[:m], kk - 1)[kk - 1])
+            out[i] = np.sqrt(_select(buf, m, kk - 1))
             continue
         al = alpha[i]
+        # first with sqrt(dx*dx + dy*dy), a few ulps from hypot and several times cheaper:
+        # scores then move by far less than _SLACK, so every object whose exact score is
+        # among the k best is within 2*_SLACK of the k-th best of these (and there are >= k)
         for q in range(m):
             o = objs[q]
-            d = np.hypot(ox[o] - x, oy[o] - y)
-            ssim = 1.0 - d / maxdist
+            dx = ox[o] - x
+            dy = oy[o] - y
+            ssim = 1.0 - np.sqrt(dx * dx + dy * dy) / maxdist
             if ssim < 0.0:
                 ssim = 0.0
             buf[q] = al * ssim + (1.0 - al) * (acc[o] * inv_sqrt_nkw[o])
-        kscore = np.partition(buf[:m], m - kk)[m - kk]
+        exact[:m] = buf[:m]
+        cut = _select(exact, m, m - kk) - 2.0 * _SLACK  # (buf stays aligned with objs)
+        c = 0
+        for q in range(m):
+            if buf[q] >= cut or not cut == cut:  # (NaN: every object)
+                o = objs[q]
+                d = np.hypot(ox[o] - x, oy[o] - y)
+                ssim = 1.0 - d / maxdist
+                if ssim < 0.0:
+                    ssim = 0.0
+                exact[c] = al * ssim + (1.0 - al) * (acc[o] * inv_sqrt_nkw[o])
+                c += 1
+        kscore = _select(exact, c, c - kk)
         smin = (kscore - (1.0 - al)) / al
         if not smin <= 0.0:
             r = maxdist * max(0.0, 1.0 - smin)
         out[i] = r
     return out
+
+
+@njit(cache=True)
+def _count_kernel(kw, rects, ux, c_keys, c_y, U1, kw_ymin, kw_ymax):  # pragma: no cover (compiled)
+    """``SampleIndex.count_in``: for each query, the incidences of its keyword in the x-range
+    (two binary searches on (keyword, x rank)), then those in the y-range counted (all of
+    them when the keyword's objects all lie within it)."""
+    Q = len(kw)
+    out = np.zeros(Q, dtype=np.int64)
+    for i in range(Q):
+        kid = kw[i]
+        x1, y1, x2, y2 = rects[i, 0], rects[i, 1], rects[i, 2], rects[i, 3]
+        if kid < 0 or not y1 <= y2:
+            continue
+        r1 = np.searchsorted(ux, x1, side="left")
+        r2 = max(r1, np.searchsorted(ux, x2, side="right"))
+        a = np.searchsorted(c_keys, kid * U1 + r1, side="left")
+        b = np.searchsorted(c_keys, kid * U1 + r2, side="left")
+        if y1 <= kw_ymin[kid] and y2 >= kw_ymax[kid]:
+            out[i] = b - a
+            continue
+        c = 0
+        for p in range(a, b):
+            if c_y[p] >= y1 and c_y[p] <= y2:
+                c += 1
+        out[i] = c
+    return out
+
+
+@njit(cache=True)
+def _select(a, m, k):  # pragma: no cover (compiled)
+    """The k-th smallest (from 0) of ``a[:m]`` (finite values), reordering them in place:
+    Hoare's FIND (Wirth's form), the value np.partition would put at k, without its copy."""
+    lo, hi = 0, m - 1
+    while lo < hi:
+        x = a[k]
+        i, j = lo, hi
+        while i <= j:
+            while a[i] < x:
+                i += 1
+            while x < a[j]:
+                j -= 1
+            if i <= j:
+                a[i], a[j] = a[j], a[i]
+                i += 1
+                j -= 1
+        if j < k:
+            lo = i
+        if k < i:
+            hi = j
+    return a[k]
 
 
 def _clip(rect: np.ndarray, sp: Any) -> np.ndarray:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain, repeat
 from operator import attrgetter, is_not
-from typing import Any
 
 import numpy as np
 from numba import njit
@@ -152,8 +151,8 @@ class SampleIndex:
         match_all = np.fromiter(map(_MATCH_ALL, subs), dtype=bool, count=N)
         any_mode = (kind == _TOPK) | ~match_all
         is_range = kind == _RANGE
-        ranged = np.flatnonzero(is_range)
-        pointed = np.flatnonzero(~is_range)
+        ranged = is_range.nonzero()[0]
+        pointed = (~is_range).nonzero()[0]
         px = np.zeros(N)
         py = np.zeros(N)
         rect = np.empty((N, 4))
@@ -175,10 +174,13 @@ class SampleIndex:
             x, y = sx[pointed], sy[pointed]
             radius[pointed] = r
             px[pointed], py[pointed] = x, y
-            rect[pointed] = np.stack([x - r, y - r, x + r, y + r], axis=1)
-        rect = _clip(rect, sp)
-        np.clip(px, sp.x1, sp.x2, out=px)
-        np.clip(py, sp.y1, sp.y2, out=py)
+            rect[pointed, 0], rect[pointed, 1], rect[pointed, 2], rect[pointed, 3] = x - r, y - r, x + r, y + r
+        np.maximum(rect[:, 0], sp.x1, out=rect[:, 0])
+        np.maximum(rect[:, 1], sp.y1, out=rect[:, 1])
+        np.minimum(rect[:, 2], sp.x2, out=rect[:, 2])
+        np.minimum(rect[:, 3], sp.y2, out=rect[:, 3])
+        np.minimum(np.maximum(px, sp.x1, out=px), sp.x2, out=px)
+        np.minimum(np.maximum(py, sp.y1, out=py), sp.y2, out=py)
         return Regions(px, py, rect, radius, kw_ptr, kw_ids, any_mode)
 
     @staticmethod
@@ -186,7 +188,7 @@ class SampleIndex:
         """``unit_weights`` of each top-k subscription at its keywords' places (0 elsewhere):
         those without weights from a table by (length, position), the others one by one."""
         unit = np.zeros(int(kw_ptr[-1]))
-        top = np.flatnonzero((kind == _TOPK) & (lens > 0))
+        top = ((kind == _TOPK) & (lens > 0)).nonzero()[0]
         if len(top) == 0:
             return unit
         tl = lens[top]
@@ -394,15 +396,6 @@ def _select(a, m, k):  # pragma: no cover (compiled)
         if k < i:
             hi = j
     return a[k]
-
-
-def _clip(rect: np.ndarray, sp: Any) -> np.ndarray:
-    rect = np.array(rect, dtype=np.float64).reshape(-1, 4)
-    rect[:, 0] = np.maximum(rect[:, 0], sp.x1)
-    rect[:, 1] = np.maximum(rect[:, 1], sp.y1)
-    rect[:, 2] = np.minimum(rect[:, 2], sp.x2)
-    rect[:, 3] = np.minimum(rect[:, 3], sp.y2)
-    return rect
 
 
 class Regions:

@@ -19,7 +19,7 @@ from skpubsub.runtime.dispatcher import Dispatcher
 VOCAB = [f"w{i}" for i in range(12)]
 CENTRES = np.array([[-120, 40], [10, 50], [120, 30], [-60, -20]], dtype=float)
 # the planners whose new-subscription rule has a bulk part, and the others (prepare: a no-op)
-BULK = ["dkm", "prefix"]
+BULK = ["dkm", "prefix", "sop"]
 ALL = ["dkm", "prefix", "keyword", "location", "hash", "kop", "sop", "ps2"]
 
 

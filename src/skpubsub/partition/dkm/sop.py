@@ -79,10 +79,18 @@ def plan_sop(subs: Sequence[Sub], stats: Statistics, m: int, *, theta: float = P
         p = max(float(index.probability_in(R)[0]), floor)
         return (plan.least_loaded(),), p
 
+    def new_bulk(subs: list[Sub]) -> list[float]:
+        # new_rule's cost for a run at once: each row of regions and of Eq. (2) reads only the
+        # sample, so rows computed together are the rows computed alone
+        return np.maximum(index.probability_in(index.regions(subs).rect), floor).tolist()
+
+    def new_placed(sub: Sub, plan: AssignedPlan, p: float) -> tuple[tuple[int, ...], float]:
+        return (plan.least_loaded(),), p
+
     info = {"cost_model": "DkM-SKS Eqs. (2)-(3)", "theta": theta, "min_cost": floor,
             "subsets": [{"r": list(map(float, nd["r"])), "R": nd["R"].tolist(), "size": int(len(nd["idx"])),
                          "cost": nd["cost"], "worker": nd["worker"]} for nd in nodes],
             "total_cost": math.fsum(nd["cost"] for nd in nodes)}
-    plan = AssignedPlan(m, "sop", assignment, costs, new_rule, info=info)
+    plan = AssignedPlan(m, "sop", assignment, costs, new_rule, info=info, new_bulk=new_bulk, new_placed=new_placed)
     plan.groups = [tuple(ids[i] for i in nd["idx"].tolist()) for nd in nodes]  # type: ignore[attr-defined]
     return plan

@@ -284,7 +284,6 @@ def initial(slots, subs, objs, keys, tobjs, tsigs, geo, nodes, maxdist):
     okw_all, stamp, nxt = objs.kw, objs.stamp, objs.next
     x0, y0, gw, gh = geo[0], geo[1], geo[2], geo[3]
     ex, ey = SLACK * gw, SLACK * gh
-    zmask = np.int64((1 << Z_BITS) - 1)
     top = len(rat) - 2
     hk = np.empty(1024)
     ht = np.empty(1024, dtype=np.int64)

@@ -253,6 +253,7 @@ def test_dispatcher_maps_level_off_on_an_endless_vocabulary(tmp_path, monkeypatc
             return out
 
     monkeypatch.setattr(local, "LocalCluster", Watched)
+    monkeypatch.setattr(runner, "fleet_applies", lambda index, rebalance: False)  # the dispatcher's runtime
     src = tmp_path / "events.jsonl"
     _endless_file(src, 6_000)
     runner.run(src, tmp_path / "out", window="time:40", workers=2, partitioner=partitioner, processes=False,
@@ -265,6 +266,42 @@ def test_dispatcher_maps_level_off_on_an_endless_vocabulary(tmp_path, monkeypatc
     for name, a, b, bound in zip(("kw_workers", "_alive_kw", "alive", "where", "_keys", "subs", "clock", "vocab"),
                                  first, last, bounds):
         assert b <= bound and b <= 2 * a + 8, (name, a, b, bound)
+
+
+@pytest.mark.parametrize("window", ["time:40", "none"])
+def test_fleet_maps_level_off_on_an_endless_vocabulary(tmp_path, monkeypatch, window: str) -> None:
+    """The same stream through the fleet (runtime/fleet.py): the router's maps (live ids'
+    workers and seqs, routing words under ``none`` with the words it numbered, ends due, the
+    window clock) and each worker engine's vocabulary stay at what the window and the live
+    subscriptions hold."""
+    from skpubsub.runtime import fleet, runner
+
+    monkeypatch.setattr(fleet, "FORGET", 64)  # words known before a purge (the default is larger)
+    sizes: list[tuple[int, ...]] = []
+    exchange = fleet.Fleet.exchange
+
+    def watched(self, items):
+        out = exchange(self, items)
+        r = self.router
+        for w in self._local:
+            w.engine.vocab.slack = 64
+        sizes.append((len(r.where), len(r._seq), len(r._keys), len(r._ends), len(r.clock._heap),
+                      len(r.word_id.words), len(r.counts), max(w.engine.vocab.live for w in self._local)))
+        return out
+
+    monkeypatch.setattr(fleet.Fleet, "exchange", watched)
+    src = tmp_path / "events.jsonl"
+    _endless_file(src, 6_000)
+    runner.run(src, tmp_path / "out", window=window, workers=2, partitioner="dkm", processes=False,
+               batch_size=250, init_objects=200, progress=False)
+    assert len(sizes) >= 20
+    first = [max(col) for col in zip(*sizes[: len(sizes) // 4])]
+    last = [max(col) for col in zip(*sizes[len(sizes) // 2:])]
+    # ~60 live subscriptions (3 words each), ~32 objects alive under time:40
+    bounds = (80, 80, 80, 80, 40, 64 + 4 * 3 * 80, 2 * (64 + 4 * 3 * 80), 64 + 2 * 3 * 120)
+    for name, a, b, bound in zip(("where", "seq", "keys", "ends", "clock", "words", "counts", "vocab"),
+                                 first, last, bounds):
+        assert b <= bound and b <= 2 * a + 8 + 2 * 64, (name, a, b, bound)
 
 
 def test_prefix_plan_groups_level_off_on_an_endless_vocabulary(tmp_path, monkeypatch) -> None:
@@ -291,6 +328,7 @@ def test_prefix_plan_groups_level_off_on_an_endless_vocabulary(tmp_path, monkeyp
             return out
 
     monkeypatch.setattr(local, "LocalCluster", Watched)
+    monkeypatch.setattr(runner, "fleet_applies", lambda index, rebalance: False)  # the dispatcher's runtime
     src = tmp_path / "events.jsonl"
     _endless_file(src, 6_000)
     runner.run(src, tmp_path / "out", window="time:40", workers=2, partitioner="prefix", processes=False,

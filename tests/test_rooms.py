@@ -78,3 +78,10 @@ def test_every_registered_index_subclasses_the_base_and_declares_its_capabilitie
             assert cls.kernel_grid is not SubscriptionIndex.kernel_grid, name
     with pytest.raises(TypeError, match="does not subclass"):
         register("bogus", dict)
+
+
+def test_only_the_tests_room_imports_the_oracle() -> None:
+    """The reference engine is the test oracle: the runtime, the service, Spark and the
+    benches reach it by name (an entry point, runtime/engines.py), never by import."""
+    bad = [(str(rel), mod) for room, rel, mod, _ in _imports() if room != "testing" and _room(mod) == "testing"]
+    assert not bad, bad

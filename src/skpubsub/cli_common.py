@@ -13,7 +13,7 @@ import importlib.util
 import os
 
 from .index.registry import unknown_index
-from .runtime.engines import known_indexes
+from .runtime.engines import is_known
 
 PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
 
@@ -63,7 +63,7 @@ def env(name: str, default: str | None) -> str | None:
 
 
 def check_run_flags(a: argparse.Namespace) -> None:
-    if a.index not in known_indexes():
+    if not is_known(a.index):
         raise UsageError(unknown_index(a.index))
     if a.partitioner is not None and a.partitioner not in PARTITIONERS:
         raise UsageError(f"unknown partitioner {a.partitioner!r}; known: {', '.join(PARTITIONERS)}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from ..cli_common import (UsageError, add_spark_args, add_workload_shape_args, check_run_flags, env, need, spark_conf,
                           workload_config)
 from ..index.registry import unknown_index
-from ..runtime.engines import DEFAULT_INDEX, known_indexes
+from ..runtime.engines import DEFAULT_INDEX, is_known
 
 MODES = ("partition", "spark", "sequencer", "gate")  # `bench MODE ...` is the subcommand bench-MODE
 
@@ -46,7 +46,7 @@ def cmd_bench(a: argparse.Namespace) -> int:
     if a.baseline == "none" and not names:
         raise UsageError("--baseline none: name the indexes to run with --indexes")
     for ix in names + ([a.baseline] if a.baseline not in (None, "none") else []):
-        if split_spec(ix)[0] not in known_indexes():
+        if not is_known(split_spec(ix)[0]):
             raise UsageError(unknown_index(split_spec(ix)[0]))
     if a.repeat < 1:
         raise UsageError(f"--repeat must be >= 1, got {a.repeat}")
@@ -84,7 +84,7 @@ def cmd_bench_partition(a: argparse.Namespace) -> int:
 
     given = ",".join(DEFAULT_PARTITIONERS) if a.partitioners is None else a.partitioners
     names = check_partitioners([n.strip() for n in given.split(",") if n.strip()])
-    if a.index not in known_indexes():
+    if not is_known(a.index):
         raise UsageError(unknown_index(a.index))
     for flag, v in (("--workers", a.workers), ("--batch", a.batch), ("--init-objects", a.init_objects)):
         if v < 1:
@@ -131,6 +131,12 @@ def cmd_bench_sequencer(a: argparse.Namespace) -> int:
         raise UsageError(f"no such events file: {a.events}")
     if a.lines_per_batch < 1 or a.workers < 1 or a.init_objects < 0:
         raise UsageError("--lines-per-batch and --workers must be >= 1, --init-objects >= 0")
+    if a.runtime == "fleet":
+        from .sequencer import bench_router, format_router_report
+
+        rep = bench_router(Path(a.events), a.window, a.space, a.workers, a.partitioner, a.init_objects,
+                           a.lines_per_batch, a.repeat)
+        return _report(a, rep, format_router_report)
     rep = bench_sequencer(Path(a.events), a.window, a.space, a.workers, a.partitioner, a.init_objects,
                           a.lines_per_batch, a.repeat)
     return _report(a, rep, format_report)
@@ -268,6 +274,9 @@ def _add_bench_sequencer(sp) -> None:
                    help="a planner, as `run` takes (default: hash, as `run --engine spark`)")
     q.add_argument("--init-objects", type=int, default=1000)
     q.add_argument("--lines-per-batch", type=int, default=10_000)
+    q.add_argument("--runtime", choices=("spark", "fleet"), default="spark",
+                   help="whose serial step: the Spark sequencer (default) or the local fleet's router "
+                        "(`run --workers`: planning timed apart, then each batch routed)")
 
 
 def _add_bench_gate(sp) -> None:

@@ -208,6 +208,70 @@ class Engine:
         self._recycle_keywords()
         return out
 
+    def apply_tagged(self, items: list) -> Routed:
+        """A worker's share of a micro-batch as ``apply_columnar`` takes it (events,
+        ``SubBlock`` s and ``PubBlock`` s in stream order; ``Tick`` s bring the clock to
+        another worker's event), each notification keyed by the ordinal of the event it came
+        of (a block counts its events) and its subscription's registration seq: what the
+        fleet's merger orders by (``runtime/fleet.py``). Under ``none`` the share's objects
+        are those the worker's subscriptions may take; under a retaining window every object
+        (each worker keeps the whole window, so its own clock expires them)."""
+        from .driver import Tags, publish_pubs
+
+        self.flush()
+        out = NoteBatch()
+        tags = Tags(self)
+        compiled = self.compiled
+        run: list = []  # a run of objects, its first at ordinal ``run_at``
+        subs: list = []  # a run of subscriptions, from ordinal ``subs_at``
+        run_at = subs_at = k = 0
+        for ev in items:
+            cls = type(ev)
+            n = len(ev) if cls is PubBlock or cls is SubBlock else 1
+            if compiled and (cls is Pub or cls is PubBlock):
+                if subs:
+                    self._subscribe_many(subs, out, tags, subs_at)
+                    subs = []
+                if not run:
+                    run_at = k
+                run.append(ev)
+                k += n
+                continue
+            if run:
+                tags.at = run_at
+                publish_pubs(self, _pubs(run), out, tags)
+                run = []
+            if compiled and (cls is Sub or cls is SubBlock):
+                if not subs:
+                    subs_at = k
+                subs.append(ev)
+                k += n
+                continue
+            if subs:
+                self._subscribe_many(subs, out, tags, subs_at)
+                subs = []
+            for j, one in enumerate(ev if cls is PubBlock or cls is SubBlock else (ev,), k):
+                tags.at = j
+                if compiled and type(one) in (Unsub, Tick):
+                    self._leave_due(one, out, tags=tags)
+                if not (compiled and type(one) is Unsub and self._unsubscribe_one(one)):
+                    notes = self.apply_one(one)
+                    if notes:
+                        out.extend(notes)
+                        tags.plain(notes, j)
+            k += n
+        if run:
+            tags.at = run_at
+            publish_pubs(self, _pubs(run), out, tags)
+        if subs:
+            self._subscribe_many(subs, out, tags, subs_at)
+        if compiled:
+            self._refreshed = self.stats["objects"]
+            self.index.refresh(self._refreshed)
+        self._recycle_keywords()
+        item, reg = tags.arrays()
+        return Routed(out, item, reg)
+
     def _leave_due(self, ev: Sub | Unsub | Tick, out: NoteBatch, expire: tuple[int, ...] = (), tags=None) -> bool:
         """Before a subscription, an unsubscription or (a worker's) tick on a compiled index:
         the objects due by its time (own clock, time window; or ``expire``, the seqs a
@@ -269,16 +333,22 @@ class Engine:
         self.free_unreferenced()
         return True
 
-    def _subscribe_many(self, parts: list, out: NoteBatch) -> None:
+    def _subscribe_many(self, parts: list, out: NoteBatch, tags=None, base: int = 0) -> None:
         """A run of subscriptions (``parts``: Sub events and SubBlocks, in order): at once
-        when ``_at_once`` allows, else one by one; a few events (``FEW_SUBS``) one by one."""
+        when ``_at_once`` allows, else one by one; a few events (``FEW_SUBS``) one by one.
+        ``tags``: a worker's keys (``apply_tagged``), the run's first event at ordinal ``base``."""
         few = len(parts) <= FEW_SUBS and all(type(p) is Sub for p in parts)  # cheaper than their columns
         b = parts if few else SubBlock.join(parts)  # (one SubBlock: itself)
         if few or self.external or not self._at_once(b):
-            for ev in b:
-                self._leave_due(ev, out)
+            for k, ev in enumerate(b, base):
+                if tags is not None:
+                    tags.at = k
+                self._leave_due(ev, out, tags=tags)
                 if not self._subscribe_one(ev):
-                    out.extend(self.apply_one(ev))
+                    notes = self.apply_one(ev)
+                    out.extend(notes)
+                    if tags is not None and notes:
+                        tags.plain(notes, k)
             return
         self._register_run(b, out)
 

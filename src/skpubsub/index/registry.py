@@ -38,5 +38,5 @@ def make_index(name: str, subs, vocab, space, **params: Any) -> SubscriptionInde
     return INDEXES[name](subs, vocab, space, **params)
 
 
-def unknown_index(name: str) -> str:
-    return f"unknown index {name!r}; known: {', '.join(['reference', *INDEXES])}"
+def unknown_index(name: str, known: list[str] | None = None) -> str:
+    return f"unknown index {name!r}; known: {', '.join(known if known is not None else ['reference', *INDEXES])}"

@@ -152,7 +152,7 @@ class RunWriter:
             return exc
         return type(exc)(exc.errno, exc.strerror, str(self.out / name))
 
-    def finish(self, results: Iterable[tuple[Any, list[Any]]] | Results, metrics: dict) -> None:
+    def finish(self, results: Iterable[tuple[Any, list[Any]]] | Results | bytes, metrics: dict) -> None:
         try:
             self._settle()
             self._stop()
@@ -160,6 +160,9 @@ class RunWriter:
             if isinstance(results, Results):  # a single engine's columns: one compiled pass
                 with self._create(name, binary=True) as f:
                     f.write(results_block(results))
+            elif isinstance(results, bytes):  # lines made already (the fleet's workers, merged)
+                with self._create(name, binary=True) as f:
+                    f.write(results)
             else:
                 with self._create(name) as f:
                     f.writelines(result_line(sid, ids) for sid, ids in results)

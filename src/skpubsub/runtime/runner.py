@@ -15,12 +15,13 @@ from typing import Any
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
 from .feeder import judged
-from ..io.events import Pub, Rejection, Sub, Unsub, events_of
+from ..io.events import BLOCKS, Pub, Rejection, Sub, Unsub, events_of
 from ..io.lines import stream_lines
 from ..io.sinks import RunWriter
 from ..io.validate import Gate
 
 BATCH = 2048  # events per engine call
+FLEET_BATCH = 16384  # events per micro-batch of the fleet (each costs a round trip to every worker)
 
 
 class _Single:
@@ -54,18 +55,51 @@ def active_subs(events: list) -> list[Sub]:
 
 
 def _multi(index: str, window: Window, space: Space, workers: int, partitioner: str, head: list,
-           processes: bool, index_params: dict, rebalance: dict | None = None):
-    """Plan from the buffered head of the stream (O_init + the subscriptions in it)."""
+           processes: bool, index_params: dict, rebalance: dict | None = None, fleet=None):
+    """Plan from the buffered head of the stream (O_init + the subscriptions in it) for
+    ``fleet`` (runtime/fleet.py, its workers started already) if given, else for the
+    dispatcher's cluster."""
     from ..partition.registry import PLANNERS
     from ..partition.stats import Statistics
     from .local import LocalCluster
     from .rebalance import Rebalancer
 
+    head = events_of(head)
     stats = Statistics.from_objects((ev for ev in head if isinstance(ev, Pub)), space)
     plan = PLANNERS[partitioner](active_subs(head), stats, workers)
+    if fleet is not None:
+        return fleet.start(plan, dict(stats.keyword_freq))
     rb = Rebalancer(space, planner=PLANNERS[partitioner], **rebalance) if rebalance is not None else None
     return LocalCluster(plan, window, space, index=index, processes=processes,
                         rarity=dict(stats.keyword_freq), rebalancer=rb, **index_params)
+
+
+def chunks(items: list, size: int) -> Iterator[list]:
+    """``items`` (events and blocks) in pieces of about ``size`` events, blocks sliced."""
+    part: list = []
+    n = 0
+    for it in items:
+        if n >= size:
+            yield part
+            part, n = [], 0
+        m = len(it) if type(it) in BLOCKS else 1
+        i = 0
+        while m - i > size - n:  # a block whose rest overfills the piece: cut it
+            j = i + size - n
+            part.append(it[i:j])
+            yield part
+            part, n, i = [], 0, j
+        if m - i:
+            part.append(it[i:] if i else it)
+            n += m - i
+    if part:
+        yield part
+
+
+def fleet_applies(index: str, rebalance: dict | None) -> bool:
+    """Workers as a fleet (blocks in, each worker its own window; runtime/fleet.py) unless
+    the run rebalances (migrations need the dispatcher's window) or runs the plain oracle."""
+    return rebalance is None and index != "reference"
 
 
 @contextlib.contextmanager
@@ -99,7 +133,14 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     window = Window.parse(window) if isinstance(window, str) else window
     space = space or Space()
     multi = partitioner is not None
+    blocks = not multi or fleet_applies(index, rebalance)  # the reader's blocks, else line by line
+    if multi and blocks and batch_size == BATCH:
+        batch_size = FLEET_BATCH
     engine = None if multi else _Single(make_engine(index, window, space, **index_params))
+    fleet = None
+    if multi and blocks:  # the workers start while the head is read and planned
+        from .fleet import Fleet
+        fleet = Fleet(workers, window, space, index, processes=processes, **index_params)
     writer = RunWriter(Path(out))
     accepted: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
@@ -110,13 +151,13 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     bar = None
     start = time.perf_counter()
     # the reading process, if any, forked before the bar's thread starts
-    items = None if multi else judged(path, window, space, apart)
+    items = judged(path, window, space, apart) if blocks else None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=size, unit="B", unit_scale=True, desc="events", file=sys.stderr)
     apply_s = 0.0
     # the file (multi) or the Gate's items: closed with the loop however it ends (a reading process too)
-    with open(path, "rb") if multi else contextlib.closing(items) as source:
+    with contextlib.closing(items) if blocks else open(path, "rb") as source:
         batch: list = []  # events, and SubBlocks and PubBlocks of several (single engine)
         size_of = 0  # events in the batch
         done = 0
@@ -126,17 +167,23 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
             if engine is None:  # still reading O_init: events wait in the batch
                 return
             t0 = time.perf_counter()
-            notes = engine.apply_columnar(batch)  # one engine, or the workers' merged lines
+            if hasattr(engine, "exchange"):  # the fleet: a batch out, the one before back
+                for part in chunks(batch, batch_size):  # (the head waited for the plan whole)
+                    notes = engine.exchange(part)
+                    if notes is not None:
+                        writer.notifications(notes)
+            else:
+                writer.notifications(engine.apply_columnar(batch))  # one engine, or the workers' merged lines
             apply_s += time.perf_counter() - t0
-            writer.notifications(notes)
             batch.clear()
             size_of = 0
 
         def start_plan() -> None:
             nonlocal engine
-            engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params, rebalance)
+            engine = _multi(index, window, space, workers, partitioner, batch, processes, index_params, rebalance,
+                            fleet)
 
-        if multi:  # O_init decides when the engines start: event by event, as it counts them
+        if not blocks:  # O_init decides when the engines start: event by event, as it counts them
             gate = Gate(window, space)
             for line_no, raw in stream_lines(source):
                 ev = gate.admit_line(raw, line_no)
@@ -173,6 +220,9 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                 else:
                     accepted[label] += len(out)  # a block of one kind, no rejection
                     i, n = 0, len(out)  # a SubBlock or PubBlock: a slice is one item of the batch
+                    if engine is None:  # the head: whole blocks wait for the plan
+                        batch.append(out)
+                        i = n
                     while i < n:  # fill the batch to batch_size, flush, go on
                         j = min(n, i + max(1, batch_size - size_of))
                         batch.append(out[i:j])
@@ -180,12 +230,16 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
                         i = j
                         if size_of >= batch_size:
                             flush()
+                if engine is None and accepted["pub"] >= init_objects:
+                    start_plan()  # the head (O_init and the subscriptions before) waits in the batch
                 if bar is not None:
                     bar.update(pos - done)
                     done = pos
         if engine is None:
             start_plan()
         flush()
+        if hasattr(engine, "drain") and (notes := engine.drain()) is not None:
+            writer.notifications(notes)
         if bar is not None:
             bar.update(size - done)
             bar.close()
@@ -215,12 +269,12 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     if not multi and hasattr(engine.engine, "nbytes"):
         metrics["memory_bytes"] = int(engine.engine.nbytes)
     if multi:
-        metrics.update(engine.dispatcher.metrics())
+        metrics.update(engine.metrics() if hasattr(engine, "exchange") else engine.dispatcher.metrics())
         metrics["batches"] = engine.batches
         metrics["update_seconds_total"] = round(sum(b["update_seconds"] for b in engine.batches), 6)
         metrics["balance_seconds_total"] = round(sum(b["balance_seconds"] for b in engine.batches), 6)
-        metrics["plan"] = engine.dispatcher.plan.describe()
-        if engine.rebalancer is not None:
+        metrics["plan"] = engine.router.plan.describe() if hasattr(engine, "router") else engine.dispatcher.plan.describe()
+        if getattr(engine, "rebalancer", None) is not None:
             metrics["migrated_subscriptions"] = engine.migrated
             metrics["adjustments"] = engine.rebalancer.log
         engine.close()

@@ -95,9 +95,9 @@ def serve(a: argparse.Namespace) -> int:
             raise ValueError(f"{flag} must be >= 1, got {v}")
     if not a.hook_timeout > 0:
         raise ValueError(f"--hook-timeout must be > 0, got {a.hook_timeout}")
-    from ..runtime.engines import known_indexes
+    from ..runtime.engines import is_known
 
-    if a.index not in known_indexes():
+    if not is_known(a.index):
         from ..index.registry import unknown_index
 
         raise ValueError(unknown_index(a.index))

@@ -174,3 +174,11 @@ class ReferenceEngine:
     def all_results(self) -> list[tuple[Any, list[Any]]]:
         """(id, result ids) of every active kNN/top-k subscription, in registration order."""
         return [(sid, [o.id for o in s.result]) for sid, s in self.subs.items() if s.ev.kind != RANGE]
+
+
+def make(window: Window | str = "none", space: Space | None = None, **params: Any) -> "ReferenceEngine":
+    """The engine ``--index reference`` names (registered in pyproject.toml's entry points,
+    group ``skpubsub.engines``): it takes no parameters."""
+    if params:
+        raise ValueError(f"index 'reference' takes no parameter {next(iter(params))!r}")
+    return ReferenceEngine(window, space)

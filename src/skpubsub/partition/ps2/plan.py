@@ -32,6 +32,10 @@ class PS2Plan(AssignedPlan):
         """Workers the grid^t gives ``sub`` (without registering it)."""
         return self.grid.workers(sub)
 
+    def known(self, ids) -> list[None]:
+        """None for each: a planned id may be reused by another subscription (``assign``)."""
+        return [None] * len(ids)
+
     def assign(self, sub: Sub) -> tuple[int, ...]:
         ws = self._where.get(sub.id)
         if ws is not None:

@@ -350,7 +350,9 @@ class Engine:
                     if tags is not None and notes:
                         tags.plain(notes, k)
             return
-        self._register_run(b, out)
+        if tags is not None:
+            tags.at = base
+        self._register_run(b, out, tags)
 
     def _at_once(self, b: SubBlock) -> bool:
         """May the run ``b`` be registered at once? When nothing is due to leave before the
@@ -370,9 +372,10 @@ class Engine:
             return False
         return self.alive.has_tree or len(b) * TREE_PAIRS >= self.alive.live
 
-    def _register_run(self, b: SubBlock, out: NoteBatch | None = None) -> None:
+    def _register_run(self, b: SubBlock, out: NoteBatch | None = None, tags=None) -> None:
         """Register ``b`` by columns, without a Python step a subscription (``_at_once``);
-        kNN/top-k ones against alive objects get their results and notifications (``out``)."""
+        kNN/top-k ones against alive objects get their results and notifications (``out``;
+        ``tags``: a worker's keys, the run's first at ``tags.at``)."""
         exps = b.expires
         if exps is not None and not any_given(exps):
             exps = None
@@ -390,6 +393,8 @@ class Engine:
             assert out is not None, "a run with results registered without notifications"
             self.subs.lend(notes)  # the ids stay codes into ``subs.ids`` while the slots keep them
             out.add(notes)
+            if tags is not None:
+                tags.columns(notes, 0)
 
     def _initial(self, b: SubBlock, slots: np.ndarray) -> Notes | None:
         """The results of the run's new kNN/top-k ``slots`` from the alive objects, found

@@ -4,7 +4,6 @@ plan (replicated, skewed, every planner) and batch cut."""
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
 import pytest
@@ -20,22 +19,7 @@ from skpubsub.runtime.fleet import Fleet, Router, take
 from skpubsub.runtime.runner import chunks, run
 from skpubsub.testing.reference import ReferenceEngine
 from skpubsub.testing.streams import random_stream, streams
-
-
-def _crc(x) -> int:
-    return zlib.crc32(repr(x).encode())
-
-
-def hash_plan(m: int) -> AssignedPlan:
-    return AssignedPlan(m, "crc", {}, {}, new_rule=lambda sub, p: ((_crc(sub.id) % m,), 1.0))
-
-
-def replicated_plan(m: int) -> AssignedPlan:
-    """Range subscriptions on two workers (as PS2Stream's space split does), others on one."""
-    def rule(sub, p):
-        w = _crc(sub.id) % m
-        return ((w, (w + 1) % m) if sub.kind == "range" and m > 1 else (w,)), 1.0
-    return AssignedPlan(m, "replicated", {}, {}, new_rule=rule)
+from test_runtime import hash_plan, replicated_plan  # (the tests' folder is on the path)
 
 
 def skewed_plan(m: int) -> AssignedPlan:

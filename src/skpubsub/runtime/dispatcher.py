@@ -275,10 +275,16 @@ class Dispatcher:
                 prepare(())
 
     def metrics(self) -> dict:
-        subs = len(self.where)
-        return {
-            "messages": self.sent,
-            "messages_per_object": round(self.object_messages / self.objects, 4) if self.objects else 0.0,
-            "replication_ratio": round(self.replicas / subs, 4) if subs else 1.0,
-            "estimated_loads": [round(x, 4) for x in self.plan.loads()],
-        }
+        return routing_metrics(self)
+
+
+def routing_metrics(d: Any) -> dict:
+    """What ``metrics.json`` says of a dispatcher's (or the fleet's router's) routing: messages
+    sent, per object, the replication of subscriptions and the plan's estimated loads."""
+    subs = len(d.where)
+    return {
+        "messages": d.sent,
+        "messages_per_object": round(d.object_messages / d.objects, 4) if d.objects else 0.0,
+        "replication_ratio": round(d.replicas / subs, 4) if subs else 1.0,
+        "estimated_loads": [round(x, 4) for x in d.plan.loads()],
+    }

@@ -39,14 +39,14 @@ import numpy as np
 from ..core.clock import WindowClock
 from ..core.config import Space, Window
 from ..engine.messages import Tick
-from ..io.events import Pub, PubBlock, Sub, SubBlock, Unsub
+from ..io.events import Pub, PubBlock, Sub, SubBlock
 from ..io.lexicon import Lexicon, Words
 from ..io.notewriter import reorder, results_block
 from ..io.notifications import NoteLines
 from ..partition.base import Plan
 from ..store.subscriptions import K_RANGE
+from .dispatcher import routing_metrics
 from .engines import make_engine
-from .local import _start_deaf
 
 BLOCKS = (SubBlock, PubBlock)
 FORGET = 1 << 16  # routing words known before those no live subscription holds are forgotten
@@ -355,23 +355,14 @@ class Router:
                 self.sent += 1
 
     def _split(self, b: SubBlock, placed: list, k: int, shares: list, pos: list) -> None:
-        m = self.m
         if all(len(ws) == 1 for ws in placed):
-            wk_of = np.fromiter((ws[0] for ws in placed), np.int64, len(placed))
-            for wk in range(m):
-                idx = np.flatnonzero(wk_of == wk)
-                if len(idx) == len(placed):
-                    shares[wk].append(b)
-                elif len(idx):
-                    shares[wk].append(take(b, idx))
-                if len(idx):
-                    pos[wk].append(idx + k)
-            self.sent += len(placed)
-            return
-        bits = np.fromiter((sum(1 << w for w in ws) for ws in placed), np.int64, len(placed))
+            bits = np.int64(1) << np.fromiter((ws[0] for ws in placed), np.int64, len(placed))
+        else:  # replicated somewhere
+            bits = np.fromiter((sum(1 << w for w in ws) for ws in placed), np.int64, len(placed))
         self._by_mask(b, bits, k, shares, pos)
 
     def _by_mask(self, b, bits: np.ndarray, k: int, shares: list, pos: list) -> None:
+        """Block ``b`` (at batch position ``k``) to the workers its records' ``bits`` name."""
         for wk in range(self.m):
             idx = np.flatnonzero(bits & (1 << wk))
             if len(idx) == len(bits):
@@ -411,16 +402,26 @@ class Router:
         self._by_mask(it, bits, k, shares, pos)
 
     def metrics(self) -> dict:
-        subs = len(self.where)
-        return {
-            "messages": self.sent,
-            "messages_per_object": round(self.object_messages / self.objects, 4) if self.objects else 0.0,
-            "replication_ratio": round(self.replicas / subs, 4) if subs else 1.0,
-            "estimated_loads": [round(x, 4) for x in self.plan.loads()],
-        }
+        return routing_metrics(self)
 
 
 # -- the workers ------------------------------------------------------------------------------
+def start_deaf(p) -> None:
+    """Start worker process ``p`` with SIGINT blocked, a mask it inherits through the exec of
+    a spawn: a terminal's Ctrl-C reaches the whole group, and one that came while the worker
+    still imported (before it ignores it) would add its traceback to the parent's one line
+    (SPEC 7). The parent's own Ctrl-C stays pending while blocked, and is taken as soon as
+    the worker has started."""
+    if not hasattr(signal, "pthread_sigmask"):
+        p.start()
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        p.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _worker_main(conn, window: Window, space: Space, index: str, params: dict, held: list = ()) -> None:
     """A worker process: one engine (its own window clock), driven over a pipe. Ctrl-C is the
     parent's to handle (SPEC 7): ignored here; it ends when its pipe closes. ``held``: the
@@ -531,7 +532,7 @@ class Fleet:
                 # open there, they would keep a worker waiting once the parent is gone
                 held = list(self._conns) + [parent] if forks else []
                 p = ctx.Process(target=_worker_main, args=(child, window, space, index, params, held), daemon=True)
-                _start_deaf(p)
+                start_deaf(p)
                 child.close()
                 self._procs.append(p)
                 self._conns.append(parent)

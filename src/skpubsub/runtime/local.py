@@ -21,10 +21,10 @@ from .engines import DEFAULT_INDEX, make_engine
 from ..engine.engine import Routed
 from ..engine.messages import Adopt, Drop, Tick
 from ..io.events import Pub
-from ..io.notewriter import reorder
 from ..io.notifications import Notification, NoteLines
 from ..partition.base import Plan
 from .dispatcher import Dispatcher
+from .fleet import merge_lines, start_deaf
 
 
 def _export(engine, ids: list) -> dict:
@@ -49,22 +49,6 @@ def _query(engine, ids: list) -> dict:
         if s is not None and engine.results(sid) is not None:
             out[sid] = (engine.results(sid), engine.objs.cols.seq[engine.subs.result(s)].tolist())
     return out
-
-
-def _start_deaf(p) -> None:
-    """Start worker process ``p`` with SIGINT blocked, a mask it inherits through the exec of
-    a spawn: a terminal's Ctrl-C reaches the whole group, and one that came while the worker
-    still imported (before ``_worker_main`` ignores it) would add its traceback to the
-    parent's one line (SPEC 7). The parent's own Ctrl-C stays pending while blocked, and is
-    taken as soon as the worker has started."""
-    if not hasattr(signal, "pthread_sigmask"):
-        p.start()
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        p.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _worker_main(conn, window: Window, space: Space, index: str, params: dict) -> None:
@@ -150,7 +134,7 @@ class LocalCluster:
                 parent, child = ctx.Pipe()
                 p = ctx.Process(target=_worker_main, args=(child, self.window, self.space, index, params),
                                 daemon=True)
-                _start_deaf(p)
+                start_deaf(p)
                 self._procs.append(p)
                 self._conns.append(parent)
         else:
@@ -191,13 +175,7 @@ class LocalCluster:
             reg.append(r)
             match.append(m)
         wall = time.perf_counter() - t0
-        ev_, reg_, match_ = (np.concatenate(c) if c else np.empty(0, np.int64) for c in (ev, reg, match))
-        order = np.lexsort((reg_, ev_))  # stable: ties in worker order, then each worker's own
-        e, r, m = ev_[order], reg_[order], match_[order].astype(np.bool_)
-        again = np.zeros(len(order), dtype=np.bool_)
-        again[1:] = m[1:] & (e[1:] == e[:-1]) & (r[1:] == r[:-1])  # one subscription's match twice
-        keep = order[~again]
-        merged = NoteLines(reorder(b"".join(texts), keep).tobytes(), len(keep))
+        merged = merge_lines(texts, ev, reg, match)
         if events:
             self.last_t, self.last_seq = events[-1].t, events[-1].seq
         self.batches.append({

@@ -266,6 +266,19 @@ def generate(config: WorkloadConfig, places: Places | None = None) -> Iterator[d
     return _events(config, places, order, r_objkw, r_subs, r_churn)
 
 
+def _churn(config: WorkloadConfig, step: int, t: int, active: "_Active", new_sub,
+           r_churn: np.random.Generator) -> Iterator[dict[str, Any]]:
+    """Step ``step``'s churn at time ``t``: unsubscriptions of active ids (drawn by
+    ``r_churn``), then new subscriptions (``new_sub(t)``)."""
+    for _ in range(_per_step(config.unsub_rate, step)):
+        ident = active.pick(r_churn, t)
+        if ident is None:
+            break
+        yield {"op": "unsub", "id": ident, "t": t}
+    for _ in range(_per_step(config.sub_rate, step)):
+        yield new_sub(t)
+
+
 def _filled(config: WorkloadConfig, places: Places, order: np.ndarray, r_jitter: np.random.Generator,
             r_subs: np.random.Generator, r_churn: np.random.Generator) -> Iterator[dict[str, Any]]:
     """The papers' shape (``fill_window``): the window's objects, the subscriptions at the last
@@ -283,24 +296,19 @@ def _filled(config: WorkloadConfig, places: Places, order: np.ndarray, r_jitter:
     def pub(i: int, t: int) -> dict[str, Any]:
         return {"op": "pub", "id": f"o{i}", "t": t, "x": xs[i], "y": ys[i], "keywords": list(kws[order_list[i]])}
 
+    def new_sub(t: int) -> dict[str, Any]:
+        ev = maker.make(t)
+        active.add(ev["id"], ev.get("expires", math.inf))
+        return ev
+
     for i in range(fill):
         yield pub(i, 1 + i // per_step)
     last = 1 + (fill - 1) // per_step
     for _ in range(c.subscriptions):
-        ev = maker.make(last)
-        active.add(ev["id"], ev.get("expires", math.inf))
-        yield ev
+        yield new_sub(last)
     for step in range(1, c.steps + 1):
         t = last + step
-        for _ in range(_per_step(c.unsub_rate, step)):
-            ident = active.pick(r_churn, t)
-            if ident is None:
-                break
-            yield {"op": "unsub", "id": ident, "t": t}
-        for _ in range(_per_step(c.sub_rate, step)):
-            ev = maker.make(t)
-            active.add(ev["id"], ev.get("expires", math.inf))
-            yield ev
+        yield from _churn(c, step, t, active, new_sub, r_churn)
         lo = fill + (step - 1) * per_step
         for i in range(lo, min(lo + per_step, len(order_list))):
             yield pub(i, t)
@@ -330,13 +338,7 @@ def _events(config: WorkloadConfig, places: Places, order: np.ndarray, r_objkw: 
     per_step = config.objects_per_step
     order_list: list[int] = order.tolist()
     for step in range(1, config.steps + 1):
-        for _ in range(_per_step(config.unsub_rate, step)):
-            ident = active.pick(r_churn, step)
-            if ident is None:
-                break
-            yield {"op": "unsub", "id": ident, "t": step}
-        for _ in range(_per_step(config.sub_rate, step)):
-            yield new_sub(step)
+        yield from _churn(config, step, step, active, new_sub, r_churn)
         lo = (step - 1) * per_step
         for i in range(lo, min(lo + per_step, len(order_list))):
             p = order_list[i]

@@ -39,7 +39,7 @@ import numpy as np
 from ..core.clock import WindowClock
 from ..core.config import Space, Window
 from ..engine.messages import Tick
-from ..io.events import Pub, PubBlock, Sub, SubBlock
+from ..io.events import Pub, PubBlock, Rects, Sub, SubBlock
 from ..io.lexicon import Lexicon, Words
 from ..io.notewriter import reorder, results_block
 from ..io.notifications import NoteLines
@@ -67,8 +67,10 @@ def take(block, idx: np.ndarray):
             starts = c.off[:-1][idx]
             pos = np.repeat(starts - off[:-1], lens) + np.arange(off[-1], dtype=np.int64)
             v = Words(c.codes[pos], off, c.lex)
-        elif isinstance(c, np.ndarray) or hasattr(c, "array"):
-            v = type(c)(c.array[idx]) if hasattr(c, "array") else c[idx]
+        elif type(c) is Rects:
+            v = Rects(c.array[idx])
+        elif isinstance(c, np.ndarray):
+            v = c[idx]
         elif get is None:
             v = [c[int(i)] for i in idx]
         else:
@@ -283,9 +285,6 @@ class Router:
             _, seq, sid = heapq.heappop(ends)
             if self._seq.get(sid) == seq:
                 self.end(sid)
-
-    def seq_of(self, sid: Any) -> int | None:
-        return self._seq.get(sid)
 
     # -- objects -----------------------------------------------------------------------
     def object_masks(self, kws) -> np.ndarray:

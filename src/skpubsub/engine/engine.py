@@ -23,7 +23,7 @@ from ..core.layouts import Heap, heap
 from ..core.columns import segment_items
 from ..core.vocab import Vocabulary
 from ..index.registry import check_parameters, make_index
-from ..io.events import RANGE, Event, Pub, PubBlock, Sub, SubBlock, Unsub, events_of
+from ..io.events import RANGE, Event, Pub, PubBlock, Sub, SubBlock, Unsub
 from ..io.lexicon import Words
 from ..io.notewriter import Results
 from ..io.notifications import Change, Match, NoteBatch, Notes, Notification
@@ -167,46 +167,7 @@ class Engine:
         makes the objects). ``events`` may hold :class:`SubBlock` s and :class:`PubBlock` s
         (runs of subscriptions or objects as columns, from ``Gate.admit_block``), each as
         the events it holds."""
-        self.flush()
-        out = NoteBatch()
-        if not self.compiled:
-            for ev in events_of(events):
-                out.extend(self.apply_one(ev))
-            self._recycle_keywords()
-            return out
-        from .driver import publish_pubs
-
-        run: list = []  # a run of objects: Pub events and PubBlocks
-        subs: list = []  # a run of subscriptions: Sub events and SubBlocks
-        for ev in events:
-            cls = type(ev)
-            if cls is Pub or cls is PubBlock:
-                if subs:
-                    self._subscribe_many(subs, out)
-                    subs = []
-                run.append(ev)
-                continue
-            if run:
-                publish_pubs(self, _pubs(run), out)
-                run = []
-            if cls is Sub or cls is SubBlock:
-                subs.append(ev)
-                continue
-            if subs:
-                self._subscribe_many(subs, out)
-                subs = []
-            if cls is Unsub:
-                self._leave_due(ev, out)
-            if not (cls is Unsub and self._unsubscribe_one(ev)):
-                out.extend(self.apply_one(ev))
-        if run:
-            publish_pubs(self, _pubs(run), out)
-        if subs:
-            self._subscribe_many(subs, out)
-        self._refreshed = self.stats["objects"]
-        self.index.refresh(self._refreshed)
-        self._recycle_keywords()
-        return out
+        return self._apply(events, None)
 
     def apply_tagged(self, items: list) -> Routed:
         """A worker's share of a micro-batch as ``apply_columnar`` takes it (events,
@@ -216,14 +177,24 @@ class Engine:
         fleet's merger orders by (``runtime/fleet.py``). Under ``none`` the share's objects
         are those the worker's subscriptions may take; under a retaining window every object
         (each worker keeps the whole window, so its own clock expires them)."""
-        from .driver import Tags, publish_pubs
+        from .driver import Tags
+
+        tags = Tags(self)
+        out = self._apply(items, tags)
+        item, reg = tags.arrays()
+        return Routed(out, item, reg)
+
+    def _apply(self, items: Iterable, tags) -> NoteBatch:
+        """``apply_columnar``'s loop: on a compiled index, runs of objects through the publish
+        kernel and runs of subscriptions at once, anything else an event at a time (the plain
+        path); ``tags``: a worker's keys (``apply_tagged``), else None."""
+        from .driver import publish_pubs
 
         self.flush()
         out = NoteBatch()
-        tags = Tags(self)
         compiled = self.compiled
-        run: list = []  # a run of objects, its first at ordinal ``run_at``
-        subs: list = []  # a run of subscriptions, from ordinal ``subs_at``
+        run: list = []  # a run of objects (Pub events and PubBlocks), its first at ordinal ``run_at``
+        subs: list = []  # a run of subscriptions (Sub events and SubBlocks), from ordinal ``subs_at``
         run_at = subs_at = k = 0
         for ev in items:
             cls = type(ev)
@@ -238,7 +209,8 @@ class Engine:
                 k += n
                 continue
             if run:
-                tags.at = run_at
+                if tags is not None:
+                    tags.at = run_at
                 publish_pubs(self, _pubs(run), out, tags)
                 run = []
             if compiled and (cls is Sub or cls is SubBlock):
@@ -251,17 +223,20 @@ class Engine:
                 self._subscribe_many(subs, out, tags, subs_at)
                 subs = []
             for j, one in enumerate(ev if cls is PubBlock or cls is SubBlock else (ev,), k):
-                tags.at = j
+                if tags is not None:
+                    tags.at = j
                 if compiled and type(one) in (Unsub, Tick):
                     self._leave_due(one, out, tags=tags)
                 if not (compiled and type(one) is Unsub and self._unsubscribe_one(one)):
                     notes = self.apply_one(one)
                     if notes:
                         out.extend(notes)
-                        tags.plain(notes, j)
+                        if tags is not None:
+                            tags.plain(notes, j)
             k += n
         if run:
-            tags.at = run_at
+            if tags is not None:
+                tags.at = run_at
             publish_pubs(self, _pubs(run), out, tags)
         if subs:
             self._subscribe_many(subs, out, tags, subs_at)
@@ -269,8 +244,7 @@ class Engine:
             self._refreshed = self.stats["objects"]
             self.index.refresh(self._refreshed)
         self._recycle_keywords()
-        item, reg = tags.arrays()
-        return Routed(out, item, reg)
+        return out
 
     def _leave_due(self, ev: Sub | Unsub | Tick, out: NoteBatch, expire: tuple[int, ...] = (), tags=None) -> bool:
         """Before a subscription, an unsubscription or (a worker's) tick on a compiled index:

@@ -486,7 +486,8 @@ def _follow(s, subs, grid, scratch, counters):
         if g.tok >= 0:
             ptok[0] = g.tok
         elif not pre:
-            ptok[:ln] = kw_id[off:off + ln]
+            for j in range(ln):  # (no slice assigned an array: engine/NOTES.md, "A cold run's compile")
+                ptok[j] = kw_id[off + j]
         post_slot(grid.store, Keywords(subs.rec, kw_id), grid.slots, s, ptok[:ln], grid.lmax, geo[4])
         counters[C_LIVE_ADD] += n
         counters[C_BUDGET] -= n

@@ -213,7 +213,8 @@ def batch_probe(batch, directory, grid, subs, toks, srt):
 @njit(cache=True)
 def _grown_to(a, n):
     out = np.empty(n, dtype=a.dtype)
-    out[: len(a)] = a
+    for i in range(len(a)):
+        out[i] = a[i]
     return out
 
 

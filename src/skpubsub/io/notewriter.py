@@ -159,9 +159,19 @@ def _list(out, n, tx, codes, lo, hi):
 
 
 @njit(cache=True, nogil=True)
+def _diff(a):
+    """``np.diff(a)`` of a 1-d array: Numba's own assigns a slice an array, which compiles its
+    shape-mismatch error (engine/NOTES.md, "A cold run's compile")."""
+    out = np.empty(max(len(a) - 1, 0), dtype=a.dtype)
+    for i in range(len(out)):
+        out[i] = a[i + 1] - a[i]
+    return out
+
+
+@njit(cache=True, nogil=True)
 def size(cd, tx):
     """The bytes ``write`` will write."""
-    vl, pl = np.diff(tx.off), np.diff(tx.p_off)
+    vl, pl = _diff(tx.off), _diff(tx.p_off)
     n = 0
     for j in range(len(cd.sub)):
         n += vl[cd.sub[j]] + vl[cd.t[j]]
@@ -295,11 +305,12 @@ def _reorder(text, starts, order, keys, out):
     width = keys.shape[1]
     for i in range(len(order)):
         k = order[i]
-        out[w:w + width] = keys[i]
+        for c in range(width):
+            out[w + c] = keys[i, c]
         w += width
-        size = starts[k + 1] - starts[k]
-        out[w:w + size] = text[starts[k]:starts[k + 1]]
-        w += size
+        for c in range(starts[k], starts[k + 1]):
+            out[w] = text[c]
+            w += 1
 
 
 def reorder(text: bytes, order: np.ndarray, keys: np.ndarray | None = None) -> np.ndarray:

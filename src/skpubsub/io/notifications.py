@@ -133,7 +133,7 @@ def _merge_runs(a, lo, hi, tmp, starts):
     if m == 1:
         return
     if m > RUNS:
-        a[lo:hi] = np.sort(a[lo:hi])
+        a[lo:hi].sort()  # in place
         return
     starts[m] = hi
     src, dst = a, tmp
@@ -158,7 +158,8 @@ def _merge_runs(a, lo, hi, tmp, starts):
         src, dst = dst, src
         in_tmp = not in_tmp
     if in_tmp:
-        a[lo:hi] = tmp[lo:hi]
+        for o in range(lo, hi):
+            a[o] = tmp[o]
 
 
 @njit(cache=True, nogil=True)  # (the GIL is free for ``run``'s writer thread)
@@ -191,7 +192,9 @@ def group_rows(rows, n, sseq, by_slot, perm):
             keys = np.empty(e - j, dtype=np.int64)
             for a in range(j, e):
                 keys[a - j] = S[a] if by_slot else sseq[S[a]]
-            perm[j:e] = np.argsort(keys, kind="mergesort") + j
+            order = np.argsort(keys, kind="mergesort")
+            for a in range(j, e):
+                perm[a] = order[a - j] + j
         else:
             if e - j <= SMALL:
                 for a in range(j + 1, e):

@@ -182,7 +182,8 @@ def put(buf, starts, stops, codes, slots, arena, used):
             continue
         i = ~i
         ko = used[1]
-        arena[ko:ko + b - a] = buf[a:b]
+        for c in range(b - a):  # (no slice assigned an array: engine/NOTES.md, "A cold run's compile")
+            arena[ko + c] = buf[a + c]
         slots[i, H] = h
         slots[i, KEY] = ko << LEN_BITS | (b - a)
         slots[i, VAL] = codes[j]

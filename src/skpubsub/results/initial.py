@@ -456,5 +456,6 @@ def _push(n, hk, ht, hr, key, tie, ref):
 @njit(cache=True)
 def _grow(a, m):
     b = np.empty(m, dtype=a.dtype)
-    b[:len(a)] = a
+    for i in range(len(a)):
+        b[i] = a[i]
     return b

@@ -183,6 +183,7 @@ def probe_many(start, objects, off, out, tmp, built, kth, taat, counters):
         n = probe(xs[i], ys[i], okw, 1.0 / math.sqrt(len(okw)), stamp_next[0], built, kth, taat, tmp, counters)
         if off[i] + n > len(out):
             return i
-        out[off[i]:off[i] + n] = tmp[:n]
+        for j in range(n):
+            out[off[i] + j] = tmp[j]
         off[i + 1] = off[i] + n
     return len(xs)

@@ -104,6 +104,26 @@ def test_nothing_writable_compiles_in_memory(tmp_path: Path) -> None:
     assert "added=('o',)" in r.stdout, r.stdout
 
 
+def test_unusable_numba_cache_dir_compiles_in_memory(tmp_path: Path) -> None:
+    """A ``NUMBA_CACHE_DIR`` of the user's that cannot be made (under a file: even root cannot)
+    with a writable package and HOME (issue 57 item 5). Before: Numba fell back to the
+    package's ``__pycache__`` (or ``~/.cache`` when that was read-only), caches keyed by each
+    kernel's own file (stale helpers). Now the kernel compiles in memory and nothing is
+    written."""
+    site, home = tmp_path / "site", tmp_path / "home"
+    shutil.copytree(Path(skpubsub.__file__).parent, site / "skpubsub", ignore=shutil.ignore_patterns("__pycache__"))
+    home.mkdir()
+    (tmp_path / "a-file").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
+    env.update(HOME=str(home), PYTHONPATH=str(site), PYTHONDONTWRITEBYTECODE="1",
+               NUMBA_CACHE_DIR=str(tmp_path / "a-file" / "cache"))
+    code = "from skpubsub.index.prefix import size_class\nassert size_class(4) == 2\nprint('ok')"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout == "ok\n" and r.stderr == "", r.stderr[-3000:]
+    assert not [p for p in tmp_path.rglob("*") if p.suffix in (".nbi", ".nbc")]
+    assert not list(home.iterdir())
+
+
 # -- a cache that fails after start (issue 18, SPEC 7): a real tmpfs, full or remounted read-only --
 LATE = """
 import sys, skpubsub, numba

@@ -111,14 +111,15 @@ def _compile_in_memory() -> None:
     dispatcher.Dispatcher.enable_caching = lambda self: None  # keeps the default NullCache
 
 
-def _guard_cache(ours: bool) -> None:
+def _guard_cache() -> None:
     """A cache that stops working after start (a full disk, a folder made read-only, a
     damaged file) falls back silently (SPEC section 7): a failed write leaves the kernel
     compiled in memory, a failed read compiles it again, a function whose cache folder is
-    no longer usable is not cached, never a traceback. With ``ours`` (the folder chosen
-    here), Numba is not let fall back to the package's ``__pycache__`` or ``~/.cache``:
-    those are keyed by each kernel's own file only (stale helpers) and HOME stays
-    untouched."""
+    no longer usable is not cached, never a traceback. Numba is not let fall back from the
+    cache folder (the one chosen here, or the user's ``NUMBA_CACHE_DIR``) to the package's
+    ``__pycache__`` or ``~/.cache``: those are keyed by each kernel's own file only (stale
+    helpers) and HOME stays untouched; a folder that cannot be used means compiling in
+    memory."""
     from numba.core import caching, dispatcher
     from numba.core.runtime import rtsys
 
@@ -152,11 +153,10 @@ def _guard_cache(ours: bool) -> None:
     caching.Cache.save_overload, caching.Cache.load_overload = save_overload, load_overload
     dispatcher.Dispatcher.enable_caching = enable_caching
     caching.Cache._skpubsub_guarded = True
-    if ours:
-        impl = getattr(caching, "CacheImpl", getattr(caching, "_CacheImpl", None))  # names of Numba >= 0.59 / before
-        user = getattr(caching, "UserProvidedCacheLocator", getattr(caching, "_UserProvidedCacheLocator", None))
-        if impl is not None and user is not None:
-            impl._locator_classes = [user]
+    impl = getattr(caching, "CacheImpl", getattr(caching, "_CacheImpl", None))  # names of Numba >= 0.59 / before
+    user = getattr(caching, "UserProvidedCacheLocator", getattr(caching, "_UserProvidedCacheLocator", None))
+    if impl is not None and user is not None:
+        impl._locator_classes = [user]
 
 
 def _numba_cache_dir() -> None:
@@ -168,7 +168,7 @@ def _numba_cache_dir() -> None:
     user wins; when no folder is writable, kernels compile in memory (SPEC section 7), and a
     cache that fails later falls back silently (``_guard_cache``)."""
     if "NUMBA_CACHE_DIR" in _os.environ:
-        _guard_cache(ours=False)
+        _guard_cache()
         return
     try:
         here = _os.path.dirname(_os.path.abspath(__file__))
@@ -179,7 +179,7 @@ def _numba_cache_dir() -> None:
         import numba
 
         numba.config.CACHE_DIR = cache
-        _guard_cache(ours=True)
+        _guard_cache()
     else:
         _compile_in_memory()
 

@@ -1,7 +1,7 @@
 """What a cold run compiles (issue 57): a range-only stream never compiles the code of kNN
 and top-k buffers (``kernel.publish_run``'s specialisation with ``kbest`` None,
 ``driver.kbest_arg``), a stream with a kNN subscription does; neither compiles Numba's
-shape-mismatch error of a slice assignment.
+shape-mismatch error of a slice assignment (in the kernels compiled cold, below).
 
 The runs are made by a fresh process that records every Numba compile (``numba:compile``
 events name the dispatcher compiled, callees included: a caller's typing compiles them) of

@@ -19,8 +19,7 @@ demo: $(STAMP)
 	$(BIN)/skpubsub demo --out $(DEMO_DIR)
 
 test: $(STAMP)
-	sh tests/service_browser_setup.sh  # chromium + chromium-driver for the live map's browser test
-	sh tests/redis_setup.sh  # redis-server for the Redis Streams source and sink tests
+	sh tests/system_setup.sh  # chromium, chromium-driver, redis-server: one apt-get update when any is missing
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
 clean:

@@ -32,7 +32,7 @@ SERVER = shutil.which("redis-server")
 def redis_port(tmp_path_factory):
     """A redis-server of this module on a free loopback port (no persistence), stopped by pid."""
     if SERVER is None:
-        pytest.skip("redis-server is not installed (tests/redis_setup.sh)")
+        pytest.skip("redis-server is not installed (tests/system_setup.sh)")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

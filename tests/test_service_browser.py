@@ -15,7 +15,7 @@ webdriver = pytest.importorskip("selenium.webdriver")
 
 from test_service import Server  # noqa: E402
 
-SETUP = Path(__file__).with_name("service_browser_setup.sh")
+SETUP = Path(__file__).with_name("system_setup.sh")
 
 
 def _chromium() -> tuple[str, str]:

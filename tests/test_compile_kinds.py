@@ -108,7 +108,7 @@ def test_only_the_cold_packages_call_the_kbest_kernels() -> None:
 
 @pytest.mark.slow
 def test_range_only_run_compiles_no_kbest_kernel(tmp_path: Path) -> None:
-    """A range-only run with an empty cache, then (same process) a run with a kNN subscription:
+    """A range-only run, ``COLD``'s kernels not cached, then (same process) a run with a kNN subscription:
     the first compiles none of ``KBEST``, the second compiles them all (so the recorder
     would have named them)."""
     args = []

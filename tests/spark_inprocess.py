@@ -9,7 +9,7 @@ from skpubsub.io.events import Rejection
 from skpubsub.io.notifications import note_line
 from skpubsub.io.sinks import result_record
 from skpubsub.io.validate import Gate
-from skpubsub.spark.codec import decode_items, unpack_notes
+from skpubsub.spark.codec import unpack_notes
 from skpubsub.spark.sequencer import DRIVER
 from skpubsub.spark.sink import merge_notes, note_part, result_part
 from skpubsub.testing.reference import ReferenceEngine
@@ -36,7 +36,7 @@ def apply_batch(workers, rows, window, space, exports: dict) -> tuple[list[bytes
             per.setdefault(w, []).append((part, payload))
     parts, results, load = [], [], [0.0] * len(workers)
     for w in sorted(per):
-        items = [it for _, p in sorted(per[w]) for it in decode_items(p, window, space)]
+        items = [it for _, p in sorted(per[w]) for it in workers[w].decode(p, window, space)]
         out = workers[w].apply(items)
         load[w] = workers[w].cpu_seconds  # "model" measures the cells itself
         mine = []

@@ -278,6 +278,10 @@ class Router:
             self.plan.remove(sid)
         return ws
 
+    def is_live(self, sid: Any, seq: int) -> bool:
+        """Is subscription ``sid`` live, registered at ``seq``?"""
+        return self._seq.get(sid) == seq
+
     def ended_by(self, now: Any) -> None:
         """Forget the subscriptions whose own end is ``<= now`` (each worker ends them itself)."""
         ends = self._ends
@@ -469,13 +473,13 @@ class _Worker:
         if msg[0] == "end":
             eng = self.engine
             eng.apply_tagged([Tick(msg[1], msg[2])])  # subscriptions ending by then end (silently)
-            return _result_lines(eng)
+            return result_lines(eng)
         if msg[0] == "stats":
             return dict(self.engine.stats)
         raise ValueError(f"unknown message {msg[0]!r}")
 
 
-def _result_lines(eng) -> tuple[bytes, np.ndarray]:
+def result_lines(eng) -> tuple[bytes, np.ndarray]:
     """The worker's ``results.jsonl`` lines and each one's registration seq."""
     columns = getattr(eng, "result_columns", None)
     if columns is None:  # a plain engine: (id, ids) pairs

@@ -216,7 +216,7 @@ def start_query(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, ind
     routed = spark.readStream.format("skpubsub").options(**opts).load()
     outputs = routed.groupBy("worker").transformWithStateInPandas(
         WorkerProcessor(config["window"], config["space"], index, params, snapshot_every, config["keys"],
-                        out.uri, config["run"], base=base),
+                        out.uri, config["run"], base=base, fleet=bool(config.get("fleet"))),
         OUTPUT_SCHEMA, "Append", "None")
 
     run = config["run"]
@@ -609,6 +609,8 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     sink = RedisURL.parse(sink).uri if sink is not None else None  # a bad URL refused before Spark starts
     config = {"window": str(window), "space": str(space), "workers": workers,
               "partitioner": partitioner or "hash", "init_objects": init_objects}
+    if rebalance is None and os.environ.get("SKPUBSUB_SPARK_FLEET", "1") != "0":
+        config["fleet"] = True  # the fleet's router and workers (spark/shares.py); rebalancing needs the dispatcher
     if rebalance is not None:
         from ..runtime.rebalance import Rebalancer
 

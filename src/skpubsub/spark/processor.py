@@ -39,15 +39,16 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from ..core.config import Space, Window
-from .codec import decode_driver, decode_items
+from .codec import decode_driver
 from .fs import Loc
 from .sequencer import DRIVER
 from .sink import batch_dir, write_parts
+from .shares import ShareWorker
 from .worker import COLUMNS, WorkerState, driver_rows
 
 SNAP_CHUNK = 8 << 20  # bytes per snapshot entry
 
-_CACHE: dict[tuple[str, int, str], tuple[int, WorkerState]] = {}
+_CACHE: dict[tuple[str, int, str], tuple[int, WorkerState | ShareWorker]] = {}
 
 
 def _batch_id() -> int:
@@ -66,7 +67,7 @@ def _batch_id() -> int:
 class WorkerProcessor(StatefulProcessor):
     def __init__(self, window: str, space: str, index: str, params: dict | None = None,
                  snapshot_every: int = 16, keys: list[int] | None = None, out: str = "", run: str = "run",
-                 attempt: str = "", base: int = 0) -> None:
+                 attempt: str = "", base: int = 0, fleet: bool = False) -> None:
         self.window, self.space, self.index = window, space, index
         self.base = base  # the run's batch number of this query's batch 0 (another --workers: a new query)
         self.attempt = attempt or uuid.uuid4().hex  # made on the driver, once per start of the query
@@ -77,6 +78,8 @@ class WorkerProcessor(StatefulProcessor):
             self.worker_of[keys[-1]] = DRIVER
         self.params = params or {}
         self.snapshot_every = snapshot_every
+        # the fleet's workers (spark/shares.py: blocks in, their own window) or the dispatcher's
+        self.state = ShareWorker if fleet else WorkerState
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.meta = handle.getValueState("meta", StructType([
@@ -86,13 +89,13 @@ class WorkerProcessor(StatefulProcessor):
         self.log = handle.getListState("log", StructType([
             StructField("version", LongType()), StructField("payload", BinaryType())]))
 
-    def _fresh(self, worker: int) -> WorkerState:
-        return WorkerState(worker, Window.parse(self.window), Space.parse(self.space), self.index, self.params)
+    def _fresh(self, worker: int) -> WorkerState | ShareWorker:
+        return self.state(worker, Window.parse(self.window), Space.parse(self.space), self.index, self.params)
 
     def _items(self, payload: bytes) -> list:
-        return decode_items(payload, Window.parse(self.window), Space.parse(self.space))
+        return self.state.decode(payload, Window.parse(self.window), Space.parse(self.space))
 
-    def _load(self, worker: int) -> tuple[tuple, WorkerState, str]:
+    def _load(self, worker: int) -> tuple[tuple, WorkerState | ShareWorker, str]:
         """(meta, engine at meta's version, how it was found: hit, catch-up, rebuild or new)."""
         m = self.meta.get()
         if m is None:
@@ -107,7 +110,7 @@ class WorkerProcessor(StatefulProcessor):
         else:
             since, how = snap_version, "rebuild"
             if self.snap.exists():
-                ws = WorkerState.restore(b"".join(bytes(c[0]) for c in self.snap.get()), worker,
+                ws = self.state.restore(b"".join(bytes(c[0]) for c in self.snap.get()), worker,
                                          Window.parse(self.window), Space.parse(self.space), self.index, self.params)
             else:
                 ws = self._fresh(worker)

@@ -99,6 +99,14 @@ def _blocks(lines: list[tuple[int, bytes | None]]) -> Iterator[tuple[int, list]]
         i = j
 
 
+def totals(accepted: Counter, rejected: Counter, lines: int) -> dict:
+    """What a sequencer's metadata row says of the input: events accepted and rejected by
+    label, their totals, objects, lines read."""
+    return {"accepted": dict(sorted(accepted.items())), "rejected": dict(sorted(rejected.items())),
+            "accepted_total": sum(accepted.values()), "rejected_total": sum(rejected.values()),
+            "objects": accepted["pub"], "lines": lines}
+
+
 def switch_tag(gen: int) -> int:
     """The ``Export`` tag of generation ``gen``'s last batch (negative: never an input line)."""
     return -1 - gen
@@ -371,14 +379,7 @@ class Sequencer:
             d.observer = self.rebalancer.observe
 
     def metadata(self) -> dict:
-        m = {
-            "accepted": dict(sorted(self.accepted.items())),
-            "rejected": dict(sorted(self.rejected.items())),
-            "accepted_total": sum(self.accepted.values()),
-            "rejected_total": sum(self.rejected.values()),
-            "objects": self.accepted["pub"],
-            "lines": self.lines,
-        }
+        m = totals(self.accepted, self.rejected, self.lines)
         if self.dispatcher is not None:
             m.update(self.dispatcher.metrics())
             m["plan"] = self.dispatcher.plan.describe()

@@ -34,6 +34,9 @@ FAST = {
     # file: checkpoints without Hadoop's .crc side files (the offset and commit logs, state
     # changelogs): half the commit latency. Only the file: scheme; hdfs:, s3a: untouched.
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+    # The Python daemon that forks each task's Python worker loads the engine's kernels once,
+    # before its first fork (spark/daemon.py), not every new worker inside a batch.
+    "spark.python.daemon.module": "skpubsub.spark.daemon",
 }
 
 

@@ -26,6 +26,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
@@ -38,6 +39,7 @@ from .codec import decode_export, encode_driver
 from .fs import Loc
 from .redis_stream import as_input
 from .sequencer import DRIVER, Sequencer, switch_tag
+from .shares import ShareSequencer, ShareWorker
 from .sink import batch_dir, export_name, loads_name
 from .statefile import Refused, read_stats
 
@@ -152,14 +154,30 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
         if self.rate is not None:
             max_lines = min(max_lines, max(1, int(self.rate * (now - self._last_call))))
         lines, end = _read(self.path, start, max_lines, self.target)
+        self._final(end)
+        if not lines and not end["final"]:
+            return iter(()), start
+        self._last_call = now
+        rows = self._rows(start, end, lines)
+        # Subscriptions wait in the sequencer until O_init objects are in (the plan needs
+        # them): read on in this batch rather than run a micro-batch with no work for each
+        # ``linesPerBatch`` of them (each costs Spark's fixed overhead). A replay reads the
+        # same lines between the same offsets, fed at once: the same items in the same order.
+        while self.rate is None and not end["final"] and self._state[1].head is not None:
+            more, after = _read(self.path, end, max_lines, self.target)
+            if not more:
+                break
+            self._final(after)
+            rows += [(w, p + len(rows), payload, t) for w, p, payload, t in self._rows(end, after, more)]
+            end = after
+        return iter(rows), end
+
+    def _final(self, end: dict) -> None:
+        """Mark ``end`` final when it is the input's end (a file's, or availableNow's target)."""
         if self.target is not None:
             end["final"] = end["line"] >= self.target["line"]
         elif self.path.is_file():
             end["final"] = _read(self.path, end, 1, keep=False)[1]["line"] == end["line"]
-        if not lines and not end["final"]:
-            return iter(()), start
-        self._last_call = now
-        return iter(self._rows(start, end, lines)), end
 
     def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[tuple]:
         """A replayed batch (a restart): its lines read and sequenced again."""
@@ -176,8 +194,9 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
             raise Refused(f"checkpoint {self.checkpoint} holds {pickles[0]}: pickles are never loaded "
                           "(SPEC section 7); remove the checkpoint")
         stats = read_stats(Loc(c["stats"])) if c.get("stats") else None
-        seqr = Sequencer(Window.parse(c["window"]), Space.parse(c["space"]), self.gens[0]["workers"],
-                         c["partitioner"], c["init_objects"], stats, rebalance=c.get("rebalance"))
+        kind = ShareSequencer if c.get("fleet") else Sequencer  # the fleet's router, or the dispatcher
+        seqr = kind(Window.parse(c["window"]), Space.parse(c["space"]), self.gens[0]["workers"],
+                    c["partitioner"], c["init_objects"], stats, rebalance=c.get("rebalance"))
         if seqr.rebalance is not None:
             seqr.read_export = self._read_export
         return seqr
@@ -225,15 +244,19 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
             seqr.feed(lines)
         return offset
 
-    def _read_switch(self, gen: int) -> dict:
+    def _read_switch(self, gen: int) -> dict | list:
         """Generation ``gen``'s exports (``none``): registration position -> result objects."""
-        c, held = self.config, {}
+        c = self.config
+        fleet = bool(c.get("fleet"))  # the fleet's workers export their events (``ShareWorker.exported``)
+        held: Any = [] if fleet else {}
         for w in range(self.gens[gen]["workers"]):
             loc = batch_dir(self.out, c["run"]) / export_name(switch_tag(gen), w)
             if not loc.exists():
                 raise Refused(f"another --workers: worker {w}'s export {loc.name} is missing")
             with loc.open_read() as f:
-                held.update(decode_export(f.read(), Window.parse(c["window"]), Space.parse(c["space"])))
+                got = (ShareWorker.exported if fleet else decode_export)(
+                    f.read(), Window.parse(c["window"]), Space.parse(c["space"]))
+            held.extend(got) if fleet else held.update(got)
         return held
 
     def _switch_rows(self, start: dict, end: dict) -> list[tuple]:

@@ -23,7 +23,7 @@ from ..engine.messages import Adopt, Backfill, Drop, Export
 from ..io.events import Pub, Sub, Unsub
 from ..io.notewriter import results_block
 from ..io.sinks import rejection_record, result_record
-from .codec import END, encode_export, pack_notes
+from .codec import END, decode_items, encode_export, pack_notes
 from .sequencer import DRIVER
 
 FORMAT = "skpubsub-spark-worker"
@@ -53,6 +53,8 @@ class WorkerState:
         self.subs: dict[Any, Sub] = {}
         self.alive: dict[int, Pub] = {}
         self.cpu_seconds = 0.0
+
+    decode = staticmethod(decode_items)  # a routed row's payload -> the items ``apply`` takes
 
     def apply(self, items: list[tuple[int, Any]]) -> list[tuple]:
         """Apply routed ``(seq, item)`` pairs in order; returns the packed notifications

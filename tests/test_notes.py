@@ -15,7 +15,8 @@ from skpubsub.core.layouts import Rows, note_cols
 from skpubsub.engine.engine import Engine
 from skpubsub.io.notewriter import Results, numbered, results_block
 from skpubsub.io.sinks import json_line, result_line, result_record
-from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, group_rows, net_changes, note_line, note_lines
+from skpubsub.engine.netting import group_rows, net_changes
+from skpubsub.io.notifications import Change, Match, NoteBatch, Notes, note_line, note_lines
 from skpubsub.runtime.runner import run
 from skpubsub.testing.conformance import validate
 from skpubsub.testing.reference import ReferenceEngine

@@ -185,7 +185,7 @@ class Rows(NamedTuple):
 
 
 class NoteCols(NamedTuple):
-    """Net notifications as columns (:func:`skpubsub.io.notifications.net_changes`): pub
+    """Net notifications as columns (:func:`skpubsub.engine.netting.net_changes`): pub
     index, slot, range match or change, added and removed objects (CSR)."""
 
     i: np.ndarray

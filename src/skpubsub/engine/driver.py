@@ -24,7 +24,8 @@ from ..core import layouts as L
 from ..index.aoiq import probe_room
 from ..index.prefix import NC
 from ..index.probe import probe_scratch
-from ..io.notifications import NoteBatch, Notes, group_rows, net_changes
+from ..io.notifications import NoteBatch, Notes
+from .netting import group_rows, net_changes
 from ..store.objects import pub_columns
 from ..store.subscriptions import K_RANGE
 from ..core.clock import RunPlan

@@ -7,7 +7,7 @@ subscription's and the objects' table slots, the pub's index in its run), NumPy 
 the distinct ones of the run, Python encodes only those (``encode.json_value``, so the
 bytes are ``note_line``'s), and the kernel copies template pieces
 and encoded values into one buffer. The pieces are cut from ``note_line``'s own
-templates (``notifications._MATCH_LINE`` ...), never written out here.
+templates (:mod:`.templates`), never written out here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from numba import njit
 
 from ..core.bytecopy import copy16
 from .encode import json_value
+from .templates import CHANGE_LINE, LIST_CLOSE, LIST_OPEN, LIST_SEP, MATCH_LINE, RESULT_LINE, RESULT_SEP
 
 PAD = 16  # bytes past the end of every pool, piece table and output buffer: ``copy16``'s reach
 
@@ -65,12 +66,9 @@ class Coded(NamedTuple):
 
 
 def _pieces() -> tuple[np.ndarray, np.ndarray]:
-    from .notifications import _CHANGE_LINE, _LIST_CLOSE, _LIST_OPEN, _LIST_SEP, _MATCH_LINE
-    from .sinks import RESULT_LINE, RESULT_SEP
-
-    parts = [p.replace("%%", "%") for p in _MATCH_LINE.split("%s")]
-    parts += [p.replace("%%", "%") for p in _CHANGE_LINE.split("%s")]
-    parts += [_LIST_OPEN, _LIST_SEP, _LIST_CLOSE]
+    parts = [p.replace("%%", "%") for p in MATCH_LINE.split("%s")]
+    parts += [p.replace("%%", "%") for p in CHANGE_LINE.split("%s")]
+    parts += [LIST_OPEN, LIST_SEP, LIST_CLOSE]
     parts += [p.replace("%%", "%") for p in RESULT_LINE.split("%s")] + [RESULT_SEP]  # 12-14, 15
     assert len(parts) == 16, parts
     data = [p.encode("utf-8") for p in parts]

@@ -38,6 +38,7 @@ from .encode import json_line, json_text, json_value
 from .events import Rejection
 from .notewriter import Results, results_block
 from .notifications import NoteBatch, NoteLines, Notes, note_lines
+from .templates import RESULT_LINE, RESULT_SEP
 
 __all__ = ["OUTPUTS", "RunWriter", "abort_open", "json_line", "json_text", "rejection_record", "result_line", "result_record"]
 
@@ -59,7 +60,6 @@ def result_record(sid: Any, ids: list[Any]) -> dict:
     return {"id": sid, "results": ids}
 
 
-RESULT_LINE, RESULT_SEP = '{"id":%s,"results":[%s]}\n', ","  # (``notewriter.results_block``'s pieces too)
 
 
 def result_line(sid: Any, ids: list[Any]) -> str:

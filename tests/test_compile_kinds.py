@@ -1,6 +1,6 @@
 """What a cold run compiles (issue 57): a range-only stream never compiles the code of kNN
 and top-k buffers (``kernel.publish_run``'s specialisation with ``kbest`` None,
-``driver.kbest_arg``), a stream with a kNN subscription does; neither compiles Numba's
+``driver.Publisher.kbest``), a stream with a kNN subscription does; neither compiles Numba's
 shape-mismatch error of a slice assignment (in the kernels compiled cold, below).
 
 The runs are made by a fresh process that records every Numba compile (``numba:compile``

@@ -272,8 +272,8 @@ def test_detects_older_first_tie_breaking(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_detects_late_subscription_expiry(monkeypatch: pytest.MonkeyPatch) -> None:
     """A subscription must end at exactly its ``expires`` (``<=``), not just after it."""
-    original = Engine._expire_subs
-    monkeypatch.setattr(Engine, "_expire_subs", lambda self, now: original(self, math.nextafter(now, -math.inf)))
+    original = Engine.end_subs
+    monkeypatch.setattr(Engine, "end_subs", lambda self, now: original(self, math.nextafter(now, -math.inf)))
     _first_failure(engine_factory("grid", grid=8), limit=300)
 
 
@@ -297,8 +297,8 @@ def test_detects_a_batching_bug(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_minimize_shrinks_a_failing_stream(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = Engine._expire_subs
-    monkeypatch.setattr(Engine, "_expire_subs", lambda self, now: original(self, math.nextafter(now, -math.inf)))
+    original = Engine.end_subs
+    monkeypatch.setattr(Engine, "end_subs", lambda self, now: original(self, math.nextafter(now, -math.inf)))
     factory = engine_factory("grid", grid=8)
     seed, _ = _first_failure(factory, limit=300)
     s = random_stream(seed)

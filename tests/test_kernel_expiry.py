@@ -86,7 +86,7 @@ def test_alive_postings_follow_arrivals_expiries_and_reused_slots() -> None:
 @pytest.mark.parametrize("index", ["dkm", "aoiq", "auto"])
 def test_objects_due_before_subscriptions_leave_in_the_kernel(index: str) -> None:
     """Under a time window, the objects due before a subscription or an unsubscription
-    leave in a kernel step of their own (``driver.leave_due``), their notifications before
+    leave in a kernel step of their own (``driver.Publisher.leave``), their notifications before
     the event's own and none for a subscription the event ends; exact against the reference
     engine, event by event and in random batches."""
     streams = [(random_stream(seed, n_events=(60, 150), windows=("time",)), seed) for seed in range(int(25 * SCALE))]

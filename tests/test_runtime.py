@@ -103,7 +103,7 @@ def test_every_planner_stays_exact(name: str) -> None:
 @pytest.mark.parametrize("make_plan", [hash_plan, skewed_plan])
 def test_workers_leave_objects_due_before_subscriptions_in_the_kernel(make_plan) -> None:
     """Under a time window a worker told that objects leave before a subscription, an
-    unsubscription or a tick does it in one kernel step (``driver.leave_due``), exact
+    unsubscription or a tick does it in one kernel step (``driver.Publisher.leave``), exact
     against the reference engine."""
     steps = 0
     for seed in range(12):

@@ -57,14 +57,14 @@ def _stream(seed: int, n: int = 160) -> list[dict]:
 def runs(monkeypatch) -> list[bool]:
     """Whether each publish run went transient, in order."""
     seen: list[bool] = []
-    real = driver.transient
+    real = driver.Publisher.transient
 
-    def counted(eng) -> bool:
-        got = real(eng)
+    def counted(path) -> bool:
+        got = real(path)
         seen.append(got)
         return got
 
-    monkeypatch.setattr(driver, "transient", counted)
+    monkeypatch.setattr(driver.Publisher, "transient", counted)
     return seen
 
 

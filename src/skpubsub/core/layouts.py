@@ -3,10 +3,11 @@
 Each layout is a named tuple of arrays (and a few scalars) that Python builds just before a
 kernel call, from the tables that own the arrays (they may have grown since the last call).
 Numba passes a named tuple as one argument, so a kernel's signature reads like a sentence:
-``publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, scratch, rows,
-counters, kbest)``. Where a table is a record array (the subscription, object and grid-slot tables,
-one record per slot, :func:`skpubsub.core.columns.records`), the layout carries the record
-array itself, and a kernel takes the field views it needs once, at its top.
+``publish_run(start, n_active, run, tables, grid, directory, work, kbest)``, where ``tables``
+is a :class:`Tables` and ``work`` a :class:`Work`, named tuples of named tuples. Where a
+table is a record array (the subscription, object and grid-slot tables, one record per slot,
+:func:`skpubsub.core.columns.records`), the layout carries the record array itself, and a
+kernel takes the field views it needs once, at its top.
 """
 
 from __future__ import annotations
@@ -182,6 +183,25 @@ class Rows(NamedTuple):
     ka: np.ndarray
     kd: np.ndarray
     r: np.ndarray
+
+
+class Tables(NamedTuple):
+    """The tables the publish kernel reads and changes: subscriptions, objects, and the alive
+    objects' postings (``Postings``)."""
+
+    subs: Subs
+    objs: Objects
+    alive: Postings
+
+
+class Work(NamedTuple):
+    """The publish kernel's inputs and outputs of one call besides the tables: precomputed
+    candidates, work arrays, output rows and the counters (``kernel.C_*``)."""
+
+    pre: Pre
+    scratch: Scratch
+    rows: Rows
+    counters: np.ndarray
 
 
 class NoteCols(NamedTuple):

@@ -26,12 +26,12 @@ from ..index.registry import check_parameters, make_index
 from ..io.events import RANGE, Event, Pub, PubBlock, Sub, SubBlock, Unsub
 from ..io.lexicon import Words
 from ..io.notewriter import Results
-from ..io.notifications import Change, Match, NoteBatch, Notes, Notification
+from ..io.notifications import Change, Match, NoteBatch, Notification
 from ..results.kbest import remove
-from ..results.initial import initial
 from ..results.refill import POOL, refill_of
 from ..store.objects import AliveStore, ObjectTable, PubColumns
-from ..store.subscriptions import B_KMAX, K_RANGE, K_TOPK, SubTable, any_given
+from ..store.subscriptions import B_KMAX, K_RANGE, SubTable, any_given
+from .driver import Publisher, Tags
 from .messages import Adopt, Backfill, Drop, Tick
 from .verify import verify
 
@@ -45,7 +45,7 @@ KEYWORD_SLACK = 65_536
 # (range_1m), and the event that registers them waits ~12 ms at most; the held events are kept alive.
 LONE = 4096
 FEW_SUBS = 40  # Sub events up to which a run goes one by one (engine/NOTES.md, "Streams that interleave")
-# A run of subscriptions against alive objects is registered at once (``_initial``) when the
+# A run of subscriptions against alive objects is registered at once (``Publisher.initial``) when the
 # alive objects' tree is built already or the run has at least one subscription a TREE_PAIRS
 # (keyword, alive object) pairs: the build costs ~0.1 us a pair, one by one ~0.3-2 ms a
 # subscription (engine/NOTES.md, "Registration against a full window").
@@ -99,11 +99,11 @@ class Engine:
         self._holders: dict[int, list[int]] = {}  # object slot -> sub slots that took it (lazy; plain index)
         # expired: objects that left the window; expiry_seconds: time the plain path spent on
         # those that some result held, and the kernel's leave-only steps (leave_steps: the
-        # objects due before a subscription or unsubscription, ``driver.leave_due``). A
+        # objects due before a subscription or unsubscription, ``Publisher.leave``). A
         # compiled index's kernel removes held objects from buffers (expiry_removals) and
         # refills short ones itself, timed with the arrivals; refills counts both paths
         # (refill_reads: alive entries they read; initial: the results of new subscriptions
-        # found through the alive objects' tree, ``_initial``, counted in both); evictions:
+        # found through the alive objects' tree, ``Publisher.initial``, counted in both); evictions:
         # objects a k-skyband buffer let go as dominated, or did not take; decided: range
         # matches their entries decided (probe.decided: no record read). expiry_stops: runs the kernel handed to the plain
         # path, only when it cannot find a holder through the index (expiry_misses; never
@@ -123,6 +123,7 @@ class Engine:
         self._held: list = []  # keyword ids of runs of new objects, not yet counted (a run of subs: at once)
         self._refreshed = -1  # objects seen at the index's last ``refresh`` (``_settle``)
         self._lone: list[Sub] = []  # lone subscriptions not yet registered (``_hold``)
+        self.path = Publisher(self) if self.compiled else None  # the compiled publish path (``driver``)
 
     # -- driving -------------------------------------------------------------------
     def apply(self, events: Iterable[Event]) -> list[Notification]:
@@ -177,9 +178,7 @@ class Engine:
         fleet's merger orders by (``runtime/fleet.py``). Under ``none`` the share's objects
         are those the worker's subscriptions may take; under a retaining window every object
         (each worker keeps the whole window, so its own clock expires them)."""
-        from .driver import Tags
-
-        tags = Tags(self)
+        tags = Tags(self.subs)
         out = self._apply(items, tags)
         item, reg = tags.arrays()
         return Routed(out, item, reg)
@@ -188,8 +187,6 @@ class Engine:
         """``apply_columnar``'s loop: on a compiled index, runs of objects through the publish
         kernel and runs of subscriptions at once, anything else an event at a time (the plain
         path); ``tags``: a worker's keys (``apply_tagged``), else None."""
-        from .driver import publish_pubs
-
         self.flush()
         out = NoteBatch()
         compiled = self.compiled
@@ -211,7 +208,7 @@ class Engine:
             if run:
                 if tags is not None:
                     tags.at = run_at
-                publish_pubs(self, _pubs(run), out, tags)
+                self.path.publish(run, out, tags)
                 run = []
             if compiled and (cls is Sub or cls is SubBlock):
                 if not subs:
@@ -226,7 +223,7 @@ class Engine:
                 if tags is not None:
                     tags.at = j
                 if compiled and type(one) in (Unsub, Tick):
-                    self._leave_due(one, out, tags=tags)
+                    self.path.leave(one, out, tags=tags)
                 if not (compiled and type(one) is Unsub and self._unsubscribe_one(one)):
                     notes = self.apply_one(one)
                     if notes:
@@ -237,7 +234,7 @@ class Engine:
         if run:
             if tags is not None:
                 tags.at = run_at
-            publish_pubs(self, _pubs(run), out, tags)
+            self.path.publish(run, out, tags)
         if subs:
             self._subscribe_many(subs, out, tags, subs_at)
         if compiled:
@@ -245,23 +242,6 @@ class Engine:
             self.index.refresh(self._refreshed)
         self._recycle_keywords()
         return out
-
-    def _leave_due(self, ev: Sub | Unsub | Tick, out: NoteBatch, expire: tuple[int, ...] = (), tags=None) -> bool:
-        """Before a subscription, an unsubscription or (a worker's) tick on a compiled index:
-        the objects due by its time (own clock, time window; or ``expire``, the seqs a
-        worker is told) leave in one kernel step (``driver.leave_due``, notifications as
-        columns), not one by one on the plain path (``_expire_objects``: ~12 us a
-        notification on a churning stream, engine/NOTES.md "Objects due before a
-        subscription"). The subscriptions ending by then end first, silently, as on the plain
-        path. ``tags``: a worker's keys (``driver.Tags``). Returns whether they left."""
-        if not (self.compiled and (expire if self.external else self.clock.objects_due(ev.t))):
-            return False
-        self._expire_subs(ev.t)
-        gone = [self.alive_by_seq.pop(q) for q in expire] if self.external else self.clock.leaving(ev.t)
-        from .driver import leave_due
-
-        leave_due(self, ev.t, gone, out, self.subs.slot_of.get(ev.id, -1) if type(ev) is Unsub else -1, tags)
-        return True
 
     def _settle(self) -> None:
         """``apply_columnar``'s ending for a lone subscribe or unsubscribe: the index reviews
@@ -317,7 +297,8 @@ class Engine:
             for k, ev in enumerate(b, base):
                 if tags is not None:
                     tags.at = k
-                self._leave_due(ev, out, tags=tags)
+                if self.path is not None:
+                    self.path.leave(ev, out, tags=tags)
                 if not self._subscribe_one(ev):
                     notes = self.apply_one(ev)
                     out.extend(notes)
@@ -357,7 +338,7 @@ class Engine:
         kw_ids = self.vocab.ids_of(kws) if type(kws) is Words else self.vocab.ids(list(chain.from_iterable(kws)))
         self.vocab.hold(kw_ids)  # counted before they are placed: ``placing.rarest`` reads the holders
         slots = self.subs.add_many(b, kw_ids)
-        notes = self._initial(b, slots) if self.window.retains and self.alive.count else None
+        notes = self.path.initial(b, slots) if self.window.retains and self.alive.count else None
         self.index.insert_many(slots)
         if exps is not None:
             for e, q, s in zip(exps, b.seq, slots.tolist()):
@@ -370,45 +351,14 @@ class Engine:
             if tags is not None:
                 tags.columns(notes, 0)
 
-    def _initial(self, b: SubBlock, slots: np.ndarray) -> Notes | None:
-        """The results of the run's new kNN/top-k ``slots`` from the alive objects, found
-        best-first in one compiled call (``results.initial``; ``refill``'s buffers under
-        ``kmax``), before they are indexed; the non-empty ones notified as ``_subscribe``
-        and ``_notifications`` do, as columns (``_drain``'s), a subscription's index in the
-        run for its pub."""
-        c = self.subs.cols
-        ranked = slots[c.kind[slots] != K_RANGE]
-        if not len(ranked):
-            return None
-        tree = self.alive.tree(bool(np.any(c.kind[ranked] == K_TOPK)))
-        ranked = ranked[np.argsort(self.subs.kw.id[c.kw_off[ranked]], kind="stable")]  # by keyword: the trees' nodes reused hot
-        self.stats["refill_reads"] += initial(ranked, self.subs.layout, self.objs.layout, tree.keys, tree.objs,
-                                              tree.sigs, tree.geo, tree.nodes, self.maxdist)
-        self.stats["refills"] += len(ranked)
-        self.stats["initial"] += len(ranked)
-        at = np.flatnonzero(c.res_n[slots] > 0)
-        if not len(at):
-            return None
-        ns = slots[at]
-        n = np.minimum(c.res_n[ns], c.k[ns]).astype(np.int64)
-        add_off = np.zeros(len(ns) + 1, dtype=np.int64)
-        np.cumsum(n, out=add_off[1:])
-        added = self.subs.res.obj[segment_items(c.res_off[ns], n)[0]].astype(np.int64)
-        none = np.zeros(0, dtype=np.int64)
-        return Notes(at, None, None, np.zeros(len(ns), dtype=np.bool_), add_off, self.objs.ids[added],
-                     np.zeros(len(ns) + 1, dtype=np.int64), self.objs.ids[none], codes=(ns, added, none),
-                     times=b.t, table=self.subs.ids)
-
     def apply_routed(self, items: list[tuple[Event | Tick, tuple[int, ...]]],
                      columns: bool = False) -> list[list[Notification]] | Routed:
         """A worker's share of a micro-batch: ``(event or Tick, seqs of objects that leave
         the window first)`` in stream order; returns each item's notifications, or with
         ``columns`` all of them as columns with their keys (:class:`Routed`)."""
         assert self.external, "apply_routed needs Engine(external_expiry=True)"  # never holds (``_hold``)
-        from .driver import Tags, publish_pubs
-
         out = NoteBatch()
-        tags = Tags(self)
+        tags = Tags(self.subs)
         compiled = self.compiled
         n = len(items)
         i = 0
@@ -419,7 +369,7 @@ class Engine:
                 while j < n and type(items[j][0]) is Pub:
                     j += 1
                 tags.at = i
-                publish_pubs(self, [it[0] for it in items[i:j]], out, tags, [it[1] for it in items[i:j]])
+                self.path.publish([it[0] for it in items[i:j]], out, tags, [it[1] for it in items[i:j]])
                 i = j
                 continue
             if compiled and type(ev) is Sub and not expire:  # a run that no object leaves during
@@ -459,7 +409,7 @@ class Engine:
             self._adopt(ev)
         else:
             tags.at = k
-            if type(ev) in (Sub, Unsub, Tick) and self._leave_due(ev, out, expire, tags):
+            if type(ev) in (Sub, Unsub, Tick) and self.path is not None and self.path.leave(ev, out, expire, tags):
                 expire = ()
             notes = self.apply_one(ev, expire=expire)
             if notes:
@@ -471,10 +421,10 @@ class Engine:
         ``expire``: under external expiry, the seqs of the objects that leave first)."""
         self.flush()
         now = ev.t  # as given: int/float comparisons are exact (SPEC section 6, "Times")
-        self._expire_subs(now)
+        self.end_subs(now)
         gone = [self.alive_by_seq.pop(q) for q in expire] if self.external else self.clock.leaving(now)
         if gone:
-            self._expire_objects(gone)
+            self.expire_objects(gone)
         if isinstance(ev, Pub):
             self._publish(ev, self.add_object(ev) if slot is None else slot)
         elif isinstance(ev, Sub):
@@ -535,7 +485,7 @@ class Engine:
         under ``none`` the result objects come along (``held``), offered oldest first."""
         sub = ev.sub
         if ev.now is not None:
-            self._expire_subs(ev.now)  # an expired one may still hold the id here
+            self.end_subs(ev.now)  # an expired one may still hold the id here
         s = self.subs.add(sub, self.vocab.acquire(sub.keywords))
         if sub.kind != RANGE and self.window.retains:
             self._refill(s)  # as a new subscription does, before it is indexed
@@ -585,7 +535,8 @@ class Engine:
         self.index.insert(s)
         self.clock.subscribe(ev.expires, ev.seq, s)
 
-    def _expire_subs(self, now: int | float) -> None:
+    def end_subs(self, now: int | float) -> None:
+        """End, silently, the subscriptions due to end by ``now`` (their ``expires`` <= it)."""
         c = self.subs.cols
         for seq, s in self.clock.subs_ending(now):
             if c.seq[s] == seq:  # not already unsubscribed
@@ -674,7 +625,7 @@ class Engine:
         else:
             gone = self.clock.arrive(o, ev.seq, self.clock.expiry(ev.t, ev.expires, ev.seq))
             if gone:  # the oldest leaves as this one arrives (count window)
-                self._expire_objects(gone)
+                self.expire_objects(gone)
         kw_arr = self.objs.keywords(o)
         if w.retains:
             self.alive.add(o, kw_arr.tolist())
@@ -684,7 +635,7 @@ class Engine:
             verify(self, o, ev.x, ev.y, kw_arr, cand)
         self._unref.add(o)
 
-    def _expire_objects(self, gone: list[int]) -> None:
+    def expire_objects(self, gone: list[int]) -> None:
         """Objects leave the window and the buffers that held them; a buffer left with
         fewer than k objects (and not holding every qualifying one) is recomputed."""
         start = time.perf_counter()
@@ -696,9 +647,7 @@ class Engine:
             self.alive.remove(o, self.objs.keywords(o).tolist())
             self._unref.add(o)
             if self.compiled:  # the slots whose buffer holds ``o`` (``kernel.holding``), each once
-                from .driver import held_by
-
-                holders = np.unique(held_by(self, o)).tolist()
+                holders = np.unique(self.path.holders(o)).tolist()
             else:
                 holders = self._holders.pop(o, ())
             for s in holders:  # (a buffer searched only on the plain index: ~10% of a churning run)
@@ -780,13 +729,3 @@ def _float(e: int | float) -> float:
         return float(e)
     except OverflowError:
         return math.inf if e > 0 else -math.inf
-
-
-def _pubs(run: list) -> list[Pub] | PubBlock:
-    """A run of objects (Pub events and PubBlocks, in order) as ``publish_pubs`` takes it:
-    the one block as it is, events as they are, else joined into one block."""
-    if len(run) == 1 and type(run[0]) is PubBlock:
-        return run[0]
-    if PubBlock not in map(type, run):
-        return run
-    return PubBlock.join(run)

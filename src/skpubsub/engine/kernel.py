@@ -1,5 +1,5 @@
 """The publish kernel: a run of consecutive ``pub`` events in one compiled call
-(:mod:`.driver` prepares the run and turns its output rows into notifications).
+(:class:`.driver.Publisher` prepares the run and turns its output rows into notifications).
 
 For each object the kernel first applies the expiries due before it (SPEC section 2):
 an expiring object that some buffer holds is found in those buffers through the index
@@ -12,9 +12,9 @@ the global list, verifies every live candidate once (a range match its entry dec
 verified: ``probe.decided``), inserts it into k-best
 buffers and follows shrinking balls (tightening a box in place, or re-posting a level
 finer). Each change becomes an output row; one pub's rows for one subscription net out
-to its notification (:mod:`skpubsub.io.notifications`). A step whose object is -1 only
+to its notification (:mod:`.netting`). A step whose object is -1 only
 applies its expiries: the objects due before a subscription or an unsubscription
-(:func:`.driver.leave_due`).
+(:meth:`.driver.Publisher.leave`).
 
 The kernel never allocates: before a call Python reserves posting room and output
 rows, and the kernel stops before an event that might not fit (after finding its
@@ -55,11 +55,13 @@ NEAR = AHEAD // 2  # candidates ahead whose result buffers are asked for (by the
 
 
 @njit(cache=True, nogil=True)  # (the GIL is free for ``run``'s writer thread)
-def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, scratch, rows, counters, kbest):
-    """Process pubs ``start..`` of ``run`` (over the subscription table ``subs``, the object
-    table ``objs``, the alive objects' postings ``alive`` and the compiled ``grid`` with
-    aoiq's pair ``directory``); returns (next index, status). Changes go to ``rows``,
-    tallies to ``counters`` (``C_*``).
+def publish_run(start, n_active, run, tables, grid, directory, work, kbest):
+    """Process pubs ``start..`` of ``run`` (over ``tables``: the subscription table ``subs``,
+    the object table ``objs``, the alive objects' postings ``alive``; and the compiled ``grid``
+    with aoiq's pair ``directory``); returns (next index, status). ``work`` bundles the
+    precomputed candidates ``pre``, the work arrays ``scratch``, the output ``rows`` the
+    changes go to and the ``counters`` (``C_*``) tallies go to (``core.layouts.Tables``,
+    ``Work``).
 
     Candidates may come precomputed (``pre``) per pub (``pc``, CSR by ``pc_off``) and per
     expiry (``pe``), valid while no region grows: for the slots another index holds (igpt's
@@ -68,13 +70,14 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
     refilled meanwhile (its region may grow) joins ``rf`` (``rf_n`` of them, ``foreign`` bit 2)
     and is a candidate of every later object.
 
-    ``kbest`` None: no slot is a kNN or top-k one (``driver.kbest_arg``); the code of their
+    ``kbest`` None: no slot is a kNN or top-k one (``driver.Publisher.kbest``); the code of their
     buffers (``_remove``, ``refill``, ``_follow``, ``put``) is then pruned from this
     specialisation, so a range-only run never compiles it (engine/NOTES.md, "A cold run's compile")."""
     # Every array below is the caller's, alive through the call, and none is returned or
     # stored: borrowed, they pay no reference counts (core.borrow).
-    run, subs, objs, alive, grid, directory, pre, scratch, rows, counters = borrowed(
-        (run, subs, objs, alive, grid, directory, pre, scratch, rows, counters))
+    run, tables, grid, directory, work = borrowed((run, tables, grid, directory, work))
+    subs, objs, alive = tables
+    pre, scratch, rows, counters = work
     sr = subs.rec
     active, kind, match_all, sx, sy, k = sr.active, sr.kind, sr.match_all, sr.x, sr.y, sr.k
     rx1, ry1, rx2, ry2, alpha, kth = sr.rx1, sr.ry1, sr.rx2, sr.ry2, sr.alpha, sr.kth
@@ -201,7 +204,7 @@ def publish_run(start, n_active, run, subs, objs, alive, grid, directory, pre, s
                     continue
                 _follow(s, subs, grid, scratch, counters)
         o = b_obj[i]
-        if o < 0:  # a leave-only step (driver.leave_due): objects left, none arrives
+        if o < 0:  # a leave-only step (driver.Publisher.leave): objects left, none arrives
             continue
         x = b_x[i]
         y = b_y[i]

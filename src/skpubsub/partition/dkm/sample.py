@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import chain, repeat
 from operator import attrgetter, is_not
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -14,6 +15,32 @@ from ...core.scoring import unit_weights
 from ...io.events import KNN, RANGE, TOPK, Sub
 from ..stats import Statistics
 
+
+class _Posted(NamedTuple):
+    """The sample for ``_radii_kernel``: object ids per keyword (``obj[ptr[w]:ptr[w + 1]]``,
+    ascending), each object's position and ``1/sqrt`` of its keyword count."""
+
+    obj: np.ndarray
+    ptr: np.ndarray
+    ox: np.ndarray
+    oy: np.ndarray
+    inv_sqrt_nkw: np.ndarray
+
+
+class _Asks(NamedTuple):
+    """Subscriptions for ``_radii_kernel``: kind (``_KNN``, ``_RANGE``, ``_TOPK``), position,
+    k, match all, alpha, keyword ids (CSR by ``kw_ptr``; -1: unknown to the sample) and their
+    unit weights (top-k; aligned with the ids)."""
+
+    kind: np.ndarray
+    sx: np.ndarray
+    sy: np.ndarray
+    k: np.ndarray
+    match_all: np.ndarray
+    alpha: np.ndarray
+    kw_ptr: np.ndarray
+    kw_ids: np.ndarray
+    unit: np.ndarray
 
 
 class SampleIndex:
@@ -130,9 +157,8 @@ class SampleIndex:
                                  np.array([0, len(kids)], dtype=np.int64), kids, unit)[0])
 
     def _radii(self, kind, sx, sy, k, match_all, alpha, kw_ptr, kw_ids, unit) -> np.ndarray:
-        return _radii_kernel(self.post_obj, self.post_x, self.post_y, self.post_ptr, self.x, self.y,
-                             self.inv_sqrt_nkw, float(self.maxdist), kind, sx, sy, k, match_all, alpha,
-                             kw_ptr, kw_ids, unit)
+        return _radii_kernel(_Posted(self.post_obj, self.post_ptr, self.x, self.y, self.inv_sqrt_nkw),
+                             float(self.maxdist), _Asks(kind, sx, sy, k, match_all, alpha, kw_ptr, kw_ids, unit))
 
     # -- regions of subscriptions --------------------------------------------
 
@@ -213,10 +239,10 @@ _X, _Y, _K, _ALPHA, _WEIGHTS = attrgetter("x"), attrgetter("y"), attrgetter("k")
 
 
 @njit(cache=True)
-def _radii_kernel(post_obj, post_x, post_y, post_ptr, ox, oy, inv_sqrt_nkw, maxdist,
-                  kind, sx, sy, k, match_all, alpha, kw_ptr, kw_ids, unit):  # pragma: no cover (compiled)
-    """The radius of B(s) of each kNN and top-k subscription i (``kind[i]``; range: nan), its
-    keyword ids ``kw_ids[kw_ptr[i]:kw_ptr[i+1]]`` (-1: unknown to the sample):
+def _radii_kernel(posted, maxdist, asks):  # pragma: no cover (compiled)
+    """The radius of B(s) of each kNN and top-k subscription i of ``asks`` (``kind[i]``; range:
+    nan) among the sample ``posted``, its keyword ids ``kw_ids[kw_ptr[i]:kw_ptr[i+1]]`` (-1:
+    unknown to the sample):
 
     - kNN: sqrt of the k-th smallest squared distance to a qualifying sample object, each
       object once (``match_all``: carries every keyword; else any); inf when fewer than k;
@@ -228,6 +254,8 @@ def _radii_kernel(post_obj, post_x, post_y, post_ptr, ox, oy, inv_sqrt_nkw, maxd
 
     Each value is the same float as the NumPy expressions it replaces (the same elementwise
     operations; an order statistic does not depend on how it is found)."""
+    post_obj, post_ptr, ox, oy, inv_sqrt_nkw = posted
+    kind, sx, sy, k, match_all, alpha, kw_ptr, kw_ids, unit = asks
     N = len(kind)
     n = len(ox)
     out = np.empty(N)

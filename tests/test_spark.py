@@ -20,8 +20,6 @@ from pathlib import Path
 import pytest
 
 from skpubsub.core.config import Window
-from skpubsub.io.events import Pub
-from skpubsub.partition.stats import Statistics
 from skpubsub.runtime.runner import run
 from skpubsub.testing.streams import random_stream
 
@@ -124,22 +122,17 @@ def test_a_replayed_batch_rewrites_its_own_part_files(spark, tmp_path: Path) -> 
     assert _files(out) == want
 
 
-def test_statistics_by_spark_equal_the_head_statistics(spark, tmp_path: Path) -> None:
-    """O_init statistics merged from Spark partitions = one pass over the head."""
-    from skpubsub.io.validate import Gate
-    from skpubsub.spark.pipeline import statistics
+def test_partition_keys_are_sparks_own_hash(spark) -> None:
+    """``spark_hash`` is Spark SQL's ``hash`` of an int, so the grouping keys computed
+    without a job put worker ``w`` in shuffle partition ``w``."""
+    from skpubsub.spark.pipeline import partition_keys, spark_hash
 
-    s = random_stream(8, n_events=400, windows=("none",), junk=False)
-    events = _write(tmp_path / "events.jsonl", s)
-    window, space = Window.parse(s.window), s.space_or_default
-    gate = Gate(window, space)
-    pubs = [ev for i, r in enumerate(s.events, 1) if isinstance(ev := gate.admit(r, i), Pub)]
-    assert len(pubs) > 60
-    got = statistics(spark, events, 60, window, space, min_partitions=4)  # several partials to merge
-    want = Statistics.from_objects(pubs[:60], space)
-    assert got.n == want.n == 60
-    assert got.keyword_freq == want.keyword_freq
-    assert (got.cell_count == want.cell_count).all()
+    rows = spark.range(-300, 300).selectExpr("cast(id * 7919 as int) as k").selectExpr("k", "hash(k) as h").collect()
+    assert [spark_hash(r.k) for r in rows] == [r.h for r in rows]
+    for m in (1, 2, 3, 5):
+        keys = partition_keys(spark, m)
+        got = spark.createDataFrame([(k,) for k in keys], "k int").selectExpr(f"pmod(hash(k), {m}) as p").collect()
+        assert [r.p for r in got[:m]] == list(range(m)) and len(set(keys)) == m + 1
 
 
 def test_stream_follows_a_directory_and_resumes(spark, tmp_path: Path) -> None:

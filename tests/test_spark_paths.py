@@ -99,7 +99,7 @@ def test_file_urls_and_a_second_mount_point(tmp_path: Path) -> None:
         assert main(args) == 0
         for f in ("results.jsonl", "notifications.jsonl", "rejected.jsonl"):
             assert (out / f).read_text() == (tmp_path / "ref" / f).read_text(), f
-        assert (ck / "query").is_dir() and (ck / "stats.json").is_file()  # the checkpoint went where it was told
+        assert (ck / "query").is_dir() and (ck / "run.json").is_file()  # the checkpoint went where it was told
         assert not Path("file:").exists() and not (Path.cwd() / "file:").exists()
         assert main(args) == 0  # a rerun resumes from the URL checkpoint: same files
         assert (out / "notifications.jsonl").read_text() == (tmp_path / "ref" / "notifications.jsonl").read_text()

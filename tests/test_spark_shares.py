@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from spark_inprocess import apply_batch, reference_files
 
-from skpubsub.core.config import Space, Window
+from skpubsub.core.config import Window
 from skpubsub.engine.messages import Tick
 from skpubsub.engine.snapshot import Refused
 from skpubsub.io.events import Pub, PubBlock, Rejection, Sub, SubBlock, events_of

@@ -25,13 +25,9 @@ import contextlib
 import json
 from typing import Any
 
-from ..core.config import Space, Window
 from ..io.encode import json_text
-from ..io.events import Pub
 from ..io.lines import MAX_LINE
 from ..io.redis_bus import FIELD_EVENT, RedisURL, StreamSink, is_redis, redis_errors
-from ..io.validate import Invalid, parse_line, validate_record
-from ..partition.stats import Statistics
 from .fs import Loc
 
 CHUNK = 5000  # entries per XRANGE
@@ -136,29 +132,6 @@ def _read_entries(src: RedisInput, start: dict, max_lines: int | None, stop: dic
         if len(got) < count:
             break
     return out, {"file": last, "pos": 0, "line": line, "final": False}
-
-
-def statistics_of(src: RedisInput, init_objects: int, window: Window, space: Space) -> Statistics:
-    """The planners' statistics over the first ``init_objects`` valid objects (O_init), read
-    on the driver a chunk at a time (``pipeline.statistics`` does it with Spark for files)."""
-    src = as_input(src)
-    st = Statistics(space=space)
-    start: dict = {"file": "", "line": 0}
-    while st.n < init_objects:
-        lines, end = read_entries(src, start, CHUNK)
-        for _, raw in lines:
-            try:
-                ev = validate_record(parse_line(raw), 0, window, space)
-            except (Invalid, UnicodeError, TypeError):
-                continue
-            if isinstance(ev, Pub):
-                st.add(ev.x, ev.y, ev.keywords)
-                if st.n >= init_objects:
-                    break
-        if len(lines) < CHUNK:
-            break
-        start = end
-    return st
 
 
 def name_entries(src: RedisInput, out: Loc) -> None:

@@ -120,6 +120,8 @@ def test_a_damaged_share_is_refused_with_the_reason() -> None:
     n = len(raw[pub][1])
     refused(pub, 4, [sp.x2 + 1.0] * n, "outside the space")  # x
     refused(pub, 4, [float("nan")] * n, "finite")
+    refused(pub, 5, [0.0] * (n - 1) + [float("nan")], "finite")  # y, one NaN among finite ones
+    refused(sub, 3, [0] * (len(raw[sub][1]) - 1) + [float("inf")], "finite")  # t
     refused(pub, 6, [["Upper"], bytes(4 * n), np.arange(n + 1, dtype="<i8").tobytes()], "normal")
     refused(pub, 6, [["a"], bytes(4 * n), np.zeros(n + 1, "<i8").tobytes()], "malformed")  # no keyword
     refused(sub, 4, ["circle"] * len(raw[sub][1]), "unknown subscription kind")

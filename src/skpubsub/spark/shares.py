@@ -187,7 +187,8 @@ def encode_share(items: list) -> bytes:
 
 
 def _finite(*cols) -> bool:
-    return all(math.isfinite(min(c)) and math.isfinite(max(c)) for c in cols if c)
+    """Every number of the columns finite (a NaN anywhere, not only at an end: no ``min``)."""
+    return all(np.isfinite(np.asarray(c, dtype=np.float64)).all() for c in cols if c)
 
 
 def _words(kw: _Kw, n: int, what: str) -> Words:

@@ -101,6 +101,17 @@ def test_a_share_reads_back_as_the_same_events() -> None:
     assert any(type(it) is SubBlock for it in back) and any(type(it) is PubBlock for it in back)
 
 
+def test_a_block_msgpack_cannot_hold_travels_as_records() -> None:
+    s, items = _blocks_of()
+    w, sp = Window.parse(s.window), s.space_or_default
+    at = next(i for i, it in enumerate(items) if type(it) is PubBlock)
+    evs = list(items[at])
+    evs[0] = msgspec.structs.replace(evs[0], id=2 ** 70)  # an id past 64 bits (SPEC: any integer)
+    items = items[:at] + [PubBlock.of(evs)] + items[at + 1:]
+    back = decode_share(encode_share(items), w, sp)
+    assert events_of(back) == events_of(items) and back[at].id == 2 ** 70
+
+
 def test_a_damaged_share_is_refused_with_the_reason() -> None:
     s, items = _blocks_of()
     w, sp = Window.parse(s.window), s.space_or_default

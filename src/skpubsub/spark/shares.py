@@ -160,30 +160,39 @@ def _block_entry(b) -> _Subs | _Pubs:
                  _listed(b.expires))
 
 
+def _entry(it: Any) -> Any:
+    if it is END:
+        return _End()
+    if type(it) is Tick:
+        return _Tick(it.seq, it.t)
+    if type(it) is Handover:
+        return _Handover(it.tag)
+    if type(it) is Seed:
+        return _Seed([_Event(ev.seq, dumps(event_record(ev))) for ev in it.events])
+    if type(it) in BLOCKS:
+        return _block_entry(it)
+    return _Event(it.seq, dumps(event_record(it)))
+
+
+def _as_records(it: Any, entry: Any) -> list:
+    """``entry``, or its block's events as records if msgpack cannot hold the block."""
+    if type(it) in BLOCKS:
+        try:
+            _encode(entry)
+        except (TypeError, ValueError, OverflowError, UnicodeError):
+            return [_Event(ev.seq, dumps(event_record(ev))) for ev in it]
+    return [entry]
+
+
 def encode_share(items: list) -> bytes:
-    """A worker's share (blocks, events, ``Tick`` s, ``END``) as data. A block msgpack cannot
-    hold as it is (an integer past 64 bits, a lone surrogate) goes as its events' records."""
-    out: list = []
-    for it in items:
-        if it is END:
-            out.append(_End())
-        elif type(it) is Tick:
-            out.append(_Tick(it.seq, it.t))
-        elif type(it) is Handover:
-            out.append(_Handover(it.tag))
-        elif type(it) is Seed:
-            out.append(_Seed([_Event(ev.seq, dumps(event_record(ev))) for ev in it.events]))
-        elif type(it) in BLOCKS:
-            entry = _block_entry(it)
-            try:
-                _encode(entry)
-            except (TypeError, ValueError, OverflowError, UnicodeError):
-                out.extend(_Event(ev.seq, dumps(event_record(ev))) for ev in it)
-                continue
-            out.append(entry)
-        else:
-            out.append(_Event(it.seq, dumps(event_record(it))))
-    return _encode(out)
+    """A worker's share (blocks, events, ``Tick`` s, ``END``, ``Seed`` s, ``Handover`` s) as
+    data. A block msgpack cannot hold as it is (an integer past 64 bits, a lone surrogate)
+    goes as its events' records (JSON, which holds any)."""
+    entries = [_entry(it) for it in items]
+    try:
+        return _encode(entries)
+    except (TypeError, ValueError, OverflowError, UnicodeError):
+        return _encode([e for it, entry in zip(items, entries) for e in _as_records(it, entry)])
 
 
 def _finite(*cols) -> bool:

@@ -309,7 +309,7 @@ class Router:
         shares: list[list] = [[] for _ in range(m)]
         pos: list[list[np.ndarray]] = [[] for _ in range(m)]
         k = 0
-        for it in _runs(items):
+        for it in as_runs(items):
             cls = type(it)
             n = len(it) if cls in BLOCKS else 1
             if n == 0:
@@ -646,7 +646,7 @@ class Fleet:
         self.close()
 
 
-def _runs(items: Sequence[Any]) -> list:
+def as_runs(items: Sequence[Any]) -> list:
     """``items`` with each run of several Sub (or Pub) events made one block (``SubBlock.of``:
     C passes), so that the router and the worker take them by columns."""
     out: list = []

@@ -25,7 +25,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
-from itertools import chain, groupby
+from itertools import chain
 from typing import Any, NamedTuple, Optional, Union
 
 import msgspec
@@ -42,7 +42,7 @@ from ..io.validate import Gate
 from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
 from ..runtime.engines import make_engine
-from ..runtime.fleet import Router, result_lines
+from ..runtime.fleet import Router, as_runs, result_lines
 from ..runtime.runner import active_subs, fewer_collections
 from .codec import END, encode_driver, pack_notes
 from .sequencer import DRIVER, _blocks, switch_tag, totals
@@ -562,7 +562,7 @@ class ShareWorker:
         eng = self.engine
         stats = dict(eng.stats)
         if evs:
-            eng.apply_columnar(_as_blocks(evs))
+            eng.apply_columnar(as_runs(evs))
         eng.stats.clear()
         eng.stats.update(stats)
         self.subs.extend(ev for ev in evs if type(ev) is Sub)
@@ -659,7 +659,3 @@ class ShareWorker:
         stat = {"worker": self.worker, "cpu_seconds": round(self.cpu_seconds, 6), **self.engine.stats, **extra}
         return (self.worker, "stat", 0, 0, json_text(stat), None)
 
-
-def _as_blocks(evs: list) -> list:
-    """Events with each run of one class (Sub or Pub) made one block."""
-    return [(SubBlock if cls is Sub else PubBlock).of(list(run)) for cls, run in groupby(evs, type)]

@@ -70,10 +70,9 @@ def bench_router(events: Path, window: Window, space: Space, workers: int, parti
     shares (worker, positions, event seqs) so that two versions can be compared."""
     from ..io.events import BLOCKS, Pub, PubBlock, events_of
     from ..partition.registry import PLANNERS
-    from ..partition.stats import Statistics
     from ..runtime.feeder import judged
     from ..runtime.fleet import Router
-    from ..runtime.runner import active_subs, chunks
+    from ..runtime.runner import chunks, plan_head
 
     items: list = []
     for out, label, _ in judged(events, window, space, apart=False):
@@ -90,9 +89,7 @@ def bench_router(events: Path, window: Window, space: Space, workers: int, parti
     plans, routes, digest = [], [], None
     for _ in range(max(1, repeat)):
         t0 = time.process_time()
-        evs = events_of(head)
-        stats = Statistics.from_objects((ev for ev in evs if type(ev) is Pub), space)
-        plan = PLANNERS[partitioner](active_subs(evs), stats, workers)
+        plan, stats = plan_head(head, space, PLANNERS[partitioner], workers)  # as ``run`` plans
         router = Router(plan, window, dict(stats.keyword_freq))
         t1 = time.process_time()
         routed = [router.route(part) for part in chunks(items, lines_per_batch)]

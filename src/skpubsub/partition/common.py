@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import heapq
+from itertools import repeat
+from operator import itemgetter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -86,9 +88,16 @@ class AssignedPlan:
         self._where = dict(assignment)
         self._cost = dict(costs)
         self._loads = [0.0] * m
-        for sid, ws in self._where.items():
-            for w in ws:
-                self._loads[w] += self._cost.get(sid, 1.0) / len(ws)
+        if all(map((1).__eq__, map(len, self._where.values()))):  # one worker each: by arrays
+            n = len(self._where)
+            loads = np.zeros(m)
+            np.add.at(loads, np.fromiter(map(itemgetter(0), self._where.values()), np.int64, n),  # in order, as
+                      np.fromiter(map(self._cost.get, self._where, repeat(1.0)), np.float64, n))  # the loop adds
+            self._loads = loads.tolist()
+        else:
+            for sid, ws in self._where.items():
+                for w in ws:
+                    self._loads[w] += self._cost.get(sid, 1.0) / len(ws)
         self._new_rule = new_rule
         self._new_bulk, self._new_placed = new_bulk, new_placed
         self._ready: dict[int, tuple[Sub, Any]] = {}  # id(sub) -> (sub, pre) from prepare

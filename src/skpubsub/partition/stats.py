@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from itertools import chain
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +63,61 @@ class Statistics:
         st = cls(space=space or Space(), grid=grid, sample_cap=sample_cap)
         for o in objects:
             st.add(o.x, o.y, o.keywords)
+        return st
+
+    @classmethod
+    def from_items(cls, items: Iterable, space: Space | None = None, grid: int = 64,
+                   sample_cap: int = 20_000) -> "Statistics":
+        """``from_objects`` of the objects among ``items`` (events and the reader's blocks, in
+        order), by array passes over them joined as one ``PubBlock`` (``_block``)."""
+        from ..io.events import Pub, PubBlock
+        st = cls(space=space or Space(), grid=grid, sample_cap=sample_cap)
+        parts = [it for it in items if type(it) is PubBlock or type(it) is Pub]
+        return st._block(PubBlock.join(parts)) if parts else st
+
+    def _block(self, b) -> "Statistics":
+        """The statistics of block ``b`` alone: cells, counts and first-seen orders as ``add``
+        record by record would make them, its keywords as codes (the reader's, else numbered
+        here in the order first seen)."""
+        from ..io.lexicon import Words
+        st = type(self)(space=self.space, grid=self.grid, sample_cap=self.sample_cap)
+        s, g = self.space, self.grid
+        x = np.asarray(b.x, dtype=np.float64)
+        y = np.asarray(b.y, dtype=np.float64)
+        # cell_of's int() truncates toward zero, then clamps: the same as clipping first
+        cx = np.clip((x - s.x1) / (s.x2 - s.x1) * g, 0, g - 1).astype(np.int64)
+        cy = np.clip((y - s.y1) / (s.y2 - s.y1) * g, 0, g - 1).astype(np.int64)
+        cell = cx * g + cy
+        n = len(x)
+        st.n = n
+        st.cell_count += np.bincount(cell, minlength=g * g)
+        kws = b.keywords
+        if type(kws) is Words:
+            codes, lens, words = kws.flat().astype(np.int64), kws.lens(), kws.lex.words
+        else:
+            flat = list(chain.from_iterable(kws))
+            words = list(dict.fromkeys(flat))
+            codes = np.fromiter(map({w: i for i, w in enumerate(words)}.__getitem__, flat), np.int64, len(flat))
+            lens = np.fromiter(map(len, kws), np.int64, n)
+        if len(codes):
+            owner = np.repeat(np.arange(n), lens)
+            u, first, count = np.unique(codes, return_index=True, return_counts=True)
+            o = np.argsort(first, kind="stable")  # the words in the order first seen
+            st.keyword_freq.update(dict(zip(map(words.__getitem__, u[o].tolist()), count[o].tolist())))
+            pair = codes * (g * g) + cell[owner]
+            u, first, count = np.unique(pair, return_index=True, return_counts=True)
+            o = np.argsort(first, kind="stable")  # (word, cell) pairs in the order first seen
+            cells = st.keyword_cells
+            for p, c in zip(u[o].tolist(), count[o].tolist()):
+                w = words[p // (g * g)]
+                got = cells.get(w)
+                if got is None:
+                    got = cells[w] = Counter()
+                got[p % (g * g)] = c
+        k = min(n, self.sample_cap)
+        st.sample_x = list(b.x[:k])  # the values as given, as ``add`` keeps them
+        st.sample_y = list(b.y[:k])
+        st.sample_kw = list(kws[:k])
         return st
 
     def __iadd__(self, other: "Statistics") -> "Statistics":

@@ -30,7 +30,7 @@ import multiprocessing as mp
 import signal
 import time
 from collections.abc import Sequence
-from itertools import chain, groupby
+from itertools import chain, count, filterfalse, groupby, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -124,8 +124,7 @@ class Router:
         if gen != lex.gen:
             done, ids = 0, np.zeros(0, np.int64)
         if len(lex.words) > done:
-            learn = self.word_id.learn
-            ids = np.concatenate((ids, np.fromiter(map(learn, lex.words[done:]), np.int64, len(lex.words) - done)))
+            ids = np.concatenate((ids, np.asarray(self.word_id.learn_many(lex.words[done:]), np.int64)))
             self._lex = (lex.gen, len(lex.words), ids)
         self._grow()
         return ids
@@ -172,7 +171,8 @@ class Router:
         self.masks = np.concatenate(([0], self.masks[live + 1]))
         self._rare = np.asarray(ids.rare, dtype=np.int64)
         remap = new.tolist()
-        self._keys = {sid: tuple(remap[w] for w in ks) for sid, ks in self._keys.items()}
+        self._keys = {sid: remap[ks] if type(ks) is int else tuple(remap[w] for w in ks)
+                      for sid, ks in self._keys.items()}
         self._lex = (-1, 0, np.zeros(0, np.int64))  # the reader's codes translated again
 
     def _remask(self, keys: np.ndarray) -> None:
@@ -185,7 +185,7 @@ class Router:
 
     def place_block(self, b: SubBlock) -> list[tuple[int, ...]]:
         """``place(list(b))`` without a ``Sub`` a record where the plan knows the ids already
-        (the head's subscriptions) and the keywords are codes: C passes and array passes."""
+        (the head's subscriptions): C passes and array passes."""
         ids = b.id
         known = getattr(self.plan, "known", None)
         placed = known(ids) if known is not None else [None] * len(ids)
@@ -193,10 +193,8 @@ class Router:
             fresh = [j for j, ws in enumerate(placed) if ws is None]
             for j, ws in zip(fresh, self._assign([b[j] for j in fresh])):
                 placed[j] = ws
-        kws = b.keywords
-        codes = type(kws) is Words and not self.broadcast
-        out = self._placed(b, ids, b.seq, b.expires, placed, keys=not codes)
-        if codes:
+        out = self._placed(b, ids, b.seq, b.expires, placed, keys=False)
+        if not self.broadcast:
             self._count_codes(b, out)
         return out
 
@@ -214,14 +212,19 @@ class Router:
             for sid in ids:
                 if sid in where:
                     self.end(sid, plan=False)
-        placed = [ws if len(ws) == 1 else tuple(sorted(set(ws))) for ws in placed]
         m = self.m
-        for ws in placed:
-            if not ws or ws[0] < 0 or ws[-1] >= m:
-                raise AssertionError(f"a plan placed a subscription on {ws} of {m} workers")
+        wk = _single(placed)
+        if wk is None:  # replicated somewhere: each one's workers sorted, checked one by one
+            placed = [ws if len(ws) == 1 else tuple(sorted(set(ws))) for ws in placed]
+            for ws in placed:
+                if not ws or ws[0] < 0 or ws[-1] >= m:
+                    raise AssertionError(f"a plan placed a subscription on {ws} of {m} workers")
+        elif len(wk) and (wk.min() < 0 or wk.max() >= m):
+            ws = placed[int(np.flatnonzero((wk < 0) | (wk >= m))[0])]
+            raise AssertionError(f"a plan placed a subscription on {ws} of {m} workers")
         where.update(zip(ids, placed))
         self._seq.update(zip(ids, seqs))
-        self.replicas += sum(map(len, placed))
+        self.replicas += len(placed) if wk is not None else sum(map(len, placed))
         if keys and not self.broadcast:
             for sub, ws in zip(subs, placed):
                 k = self._keys[sub.id] = self._routing(sub)
@@ -233,10 +236,16 @@ class Router:
         return placed
 
     def _count_codes(self, b: SubBlock, placed: list) -> None:
-        """``_routing`` and ``_count`` of a block, read from its codes by array passes."""
+        """``_routing`` and ``_count`` of a block by array passes over its keywords' word ids
+        (the reader's codes translated, else its words looked up at once)."""
         kws = b.keywords
-        flat = self._translate(kws.lex)[kws.flat()]
-        lens = kws.lens()
+        if type(kws) is Words:
+            flat, lens = self._translate(kws.lex)[kws.flat()], kws.lens()
+        else:
+            kws = list(kws)
+            lens = np.fromiter(map(len, kws), np.int64, len(kws))
+            flat = np.array(self.word_id.learn_many(list(chain.from_iterable(kws))), dtype=np.int64)
+            self._grow()
         n = len(lens)
         starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
         one = (np.fromiter(b.match_all, np.bool_, n) if b.match_all is not None else np.zeros(n, np.bool_)) & (lens > 1)
@@ -250,17 +259,21 @@ class Router:
             flat[starts[one]] = best
             keep[starts[one]] = True
         owner, flat = owner[keep], flat[keep]
-        off = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(owner, minlength=n), out=off[1:])
-        per = flat.tolist()
-        bounds = off.tolist()
-        self._keys.update(zip(b.id, (tuple(per[a:c]) for a, c in zip(bounds, bounds[1:]))))
-        if any(len(ws) > 1 for ws in placed):  # replicated somewhere: one by one
+        per_sub = np.bincount(owner, minlength=n)
+        if (per_sub == 1).all():  # one routing word each (an ``all`` one's rarest): kept as an int
+            self._keys.update(zip(b.id, flat.tolist()))
+        else:
+            off = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(per_sub, out=off[1:])
+            per = flat.tolist()
+            bounds = off.tolist()
+            self._keys.update(zip(b.id, (tuple(per[a:c]) for a, c in zip(bounds, bounds[1:]))))
+        wk = _single(placed)
+        if wk is None:  # replicated somewhere: one by one
             for sid, ws in zip(b.id, placed):
-                self._count(self._keys[sid], ws, 1)
+                self._count(_keys_of(self._keys[sid]), ws, 1)
             return
         self._settle()
-        wk = np.fromiter((ws[0] for ws in placed), np.int64, n)
         np.add.at(self.counts, (flat, wk[owner]), 1)
         self._remask(flat)
         if len(self.word_id.words) > max(FORGET, 4 * len(self._keys)):
@@ -273,7 +286,7 @@ class Router:
         self.replicas -= len(ws)
         keys = self._keys.pop(sid, None)
         if keys is not None:
-            self._count(keys, ws, -1)
+            self._count(_keys_of(keys), ws, -1)
         if plan:
             self.plan.remove(sid)
         return ws
@@ -358,8 +371,9 @@ class Router:
                 self.sent += 1
 
     def _split(self, b: SubBlock, placed: list, k: int, shares: list, pos: list) -> None:
-        if all(len(ws) == 1 for ws in placed):
-            bits = np.int64(1) << np.fromiter((ws[0] for ws in placed), np.int64, len(placed))
+        wk = _single(placed)
+        if wk is not None:
+            bits = np.int64(1) << wk
         else:  # replicated somewhere
             bits = np.fromiter((sum(1 << w for w in ws) for ws in placed), np.int64, len(placed))
         self._by_mask(b, bits, k, shares, pos)
@@ -684,5 +698,26 @@ class _Ids(dict):
             self.rare.append(self._rarity.get(w, 0))
         return i
 
+    def learn_many(self, words: list[str]) -> list[int]:
+        """``[learn(w) for w in words]`` by C passes (the new words numbered in order)."""
+        fresh = list(dict.fromkeys(filterfalse(self.__contains__, words)))
+        if fresh:
+            self.update(zip(fresh, count(len(self.words))))
+            self.words.extend(fresh)
+            self.rare.extend(map(self._rarity.get, fresh, repeat(0)))
+        return list(map(self.__getitem__, words))
+
     def __missing__(self, w: str) -> int:
         return -1
+
+
+def _single(placed: list) -> np.ndarray | None:
+    """The one worker of each placement, None when some have several (or none)."""
+    if not all(map((1).__eq__, map(len, placed))):
+        return None
+    return np.fromiter(map(itemgetter(0), placed), np.int64, len(placed))
+
+
+def _keys_of(keys: int | tuple[int, ...]) -> tuple[int, ...]:
+    """A live subscription's routing word ids (one kept as an int)."""
+    return (keys,) if type(keys) is int else keys

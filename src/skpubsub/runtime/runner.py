@@ -9,13 +9,17 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from itertools import chain, groupby
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
 from .feeder import judged
-from ..io.events import BLOCKS, Pub, Rejection, Sub, Unsub, events_of
+from ..io.events import BLOCKS, Rejection, Sub, SubBlock, Unsub, events_of
+from ..io.lexicon import Words
 from ..io.lines import stream_lines
 from ..io.sinks import RunWriter
 from ..io.validate import Gate
@@ -54,19 +58,84 @@ def active_subs(events: list) -> list[Sub]:
     return sorted(active.values(), key=lambda ev: ev.seq)
 
 
+def plan_head(head: list, space: Space, planner, workers: int):
+    """``planner``'s plan from the stream's head (events and the reader's blocks) and the
+    head objects' statistics: by the blocks' columns (no event a record) for a planner that
+    reads a ``SubBlock`` (``planner.columns``), the events of the active subscriptions for
+    the others; the same plan as from ``active_subs(events_of(head))`` (tests/test_plan_head.py)."""
+    from ..partition.stats import Statistics
+
+    stats = Statistics.from_items(head, space)
+    subs = head_subs(head)
+    if type(subs) is SubBlock and not getattr(planner, "columns", False):
+        subs = list(subs)
+    return planner(subs, stats, workers), stats
+
+
+def head_subs(items: list) -> "SubBlock | list[Sub]":
+    """``active_subs(events_of(items))`` as one ``SubBlock`` where that is only the head's
+    subscriptions joined (no ``unsub``, no id twice: the common head), else as events."""
+    parts = [it for it in items if type(it) is SubBlock or type(it) is Sub]
+    if parts and not any(type(it) is Unsub for it in items):
+        b = SubBlock.join(_one_lexicon(parts))
+        if len(set(b.id)) == len(b):
+            return b
+    return active_subs(events_of(items))
+
+
+class _WordList:
+    """A lexicon's stand-in for ``Words``: the reader's words and, after them, the words of
+    the head's records that came as events (never the reader's own lexicon, which only the
+    reader extends)."""
+
+    __slots__ = ("words",)
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+
+
+def _one_lexicon(parts: list) -> list:
+    """``parts`` (blocks and ``Sub`` events) as blocks whose keywords are codes into one word
+    list, so that ``SubBlock.join`` keeps them codes (no tuple a record); ``parts`` as they
+    are when the blocks' codes are of several lexicons or none."""
+    lexes = {id(p.keywords.lex): p.keywords.lex for p in parts
+             if type(p) is SubBlock and type(p.keywords) is Words}
+    if len(lexes) != 1:
+        return parts
+    base = next(iter(lexes.values())).words
+    code = {w: i for i, w in enumerate(base)}
+    lex = _WordList(list(base))
+
+    def coded(kws) -> Words:
+        flat = list(chain.from_iterable(kws))
+        for w in dict.fromkeys(flat):
+            if w not in code:
+                code[w] = len(lex.words)
+                lex.words.append(w)
+        off = np.zeros(len(kws) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, kws), np.int64, len(kws)), out=off[1:])
+        return Words(np.fromiter(map(code.__getitem__, flat), np.int32, len(flat)), off, lex)
+
+    out = []
+    for is_event, run in groupby(parts, lambda p: type(p) is Sub):
+        for b in ((SubBlock.of(list(run)),) if is_event else run):
+            b = b[:]  # a view of the columns, its keyword column replaced
+            kws = b.keywords
+            b.keywords = Words(kws.codes, kws.off, lex) if type(kws) is Words else coded(list(kws))
+            out.append(b)
+    return out
+
+
 def _multi(index: str, window: Window, space: Space, workers: int, partitioner: str, head: list,
            processes: bool, index_params: dict, rebalance: dict | None = None, fleet=None):
     """Plan from the buffered head of the stream (O_init + the subscriptions in it) for
     ``fleet`` (runtime/fleet.py, its workers started already) if given, else for the
     dispatcher's cluster."""
     from ..partition.registry import PLANNERS
-    from ..partition.stats import Statistics
     from .local import LocalCluster
     from .rebalance import Rebalancer
 
-    head = events_of(head)
-    stats = Statistics.from_objects((ev for ev in head if isinstance(ev, Pub)), space)
-    plan = PLANNERS[partitioner](active_subs(head), stats, workers)
+    plan, stats = plan_head(head, space, PLANNERS[partitioner], workers)
     if fleet is not None:
         return fleet.start(plan, dict(stats.keyword_freq))
     rb = Rebalancer(space, planner=PLANNERS[partitioner], **rebalance) if rebalance is not None else None

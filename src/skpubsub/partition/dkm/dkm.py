@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...io.events import Sub
+from ...io.events import Sub, SubBlock
 from ..common import AssignedPlan, lpt, lpt_runs
 from ..stats import Statistics
 from .params import PAPER_GAMMA1, PAPER_GAMMA2, _check_m, _floor
@@ -31,7 +31,7 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
     floor = _floor(stats, min_cost)
     index = SampleIndex(stats)
     reg = index.regions(subs)
-    ids = [s.id for s in subs]
+    ids = list(subs.id) if type(subs) is SubBlock else [s.id for s in subs]
     N = len(subs)
     sp = stats.space
     target = gamma1 * m
@@ -167,6 +167,9 @@ def plan_dkm(subs: Sequence[Sub], stats: Statistics, m: int, *, gamma1: float = 
     # the subsets of Algorithm 2 (subscription ids), in the order Algorithm 3 visits them
     plan.groups = groups  # type: ignore[attr-defined]
     return plan
+
+
+plan_dkm.columns = True  # type: ignore[attr-defined]  # takes a ``SubBlock`` as it is (``runner.head_subs``)
 
 
 def most_overlap(rects: np.ndarray, Rn: np.ndarray, point: tuple[float, float]) -> int | None:

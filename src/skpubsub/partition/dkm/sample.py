@@ -12,7 +12,8 @@ import numpy as np
 from numba import njit
 
 from ...core.scoring import unit_weights
-from ...io.events import KNN, RANGE, TOPK, Sub
+from ...io.events import KNN, RANGE, TOPK, Rects, Sub, SubBlock
+from ...io.lexicon import Words
 from ..stats import Statistics
 
 
@@ -164,17 +165,25 @@ class SampleIndex:
 
     def regions(self, subs: Sequence[Sub]) -> "Regions":
         """Location, keyword ids and region rectangle R(s) of each subscription: the radii of
-        B(s) of a whole run in one compiled pass (``_radii_kernel``), the rest by columns."""
+        B(s) of a whole run in one compiled pass (``_radii_kernel``), the rest by columns.
+        ``subs``: events, or a ``SubBlock`` read by its columns (no ``Sub`` a record)."""
         N = len(subs)
         sp = self.space
-        kind = np.fromiter(map(_KIND_CODE.__getitem__, map(_KIND, subs)), dtype=np.int8, count=N)
-        kwl = list(map(_KEYWORDS, subs))
-        lens = np.fromiter(map(len, kwl), dtype=np.int64, count=N)
+        cols = _block_columns(subs, self.vocab) if type(subs) is SubBlock else None
+        if cols is not None:
+            kind, lens, kw_ids, match_all, col = cols
+        else:
+            kind = np.fromiter(map(_KIND_CODE.__getitem__, map(_KIND, subs)), dtype=np.int8, count=N)
+            kwl = list(map(_KEYWORDS, subs))
+            lens = np.fromiter(map(len, kwl), dtype=np.int64, count=N)
+            L = int(lens.sum())
+            kw_ids = np.fromiter(map(self.vocab.get, chain.from_iterable(kwl), repeat(-1, L)), dtype=np.int64, count=L)
+            match_all = np.fromiter(map(_MATCH_ALL, subs), dtype=bool, count=N)
+            col = {"x": _X, "y": _Y, "k": _K, "alpha": _ALPHA, "weights": _WEIGHTS}
+            col = {f: (lambda get: lambda: map(get, subs))(get) for f, get in col.items()}
+            col["rects"] = lambda idx: np.array([subs[i].rect for i in idx.tolist()], dtype=np.float64)
         kw_ptr = np.zeros(N + 1, dtype=np.int64)
         np.cumsum(lens, out=kw_ptr[1:])
-        L = int(kw_ptr[-1])
-        kw_ids = np.fromiter(map(self.vocab.get, chain.from_iterable(kwl), repeat(-1, L)), dtype=np.int64, count=L)
-        match_all = np.fromiter(map(_MATCH_ALL, subs), dtype=bool, count=N)
         any_mode = (kind == _TOPK) | ~match_all
         is_range = kind == _RANGE
         ranged = is_range.nonzero()[0]
@@ -184,17 +193,17 @@ class SampleIndex:
         rect = np.empty((N, 4))
         radius = np.full(N, np.nan)
         if len(ranged):
-            rr = np.array([subs[i].rect for i in ranged.tolist()], dtype=np.float64).reshape(-1, 4)
+            rr = col["rects"](ranged).reshape(-1, 4)
             rect[ranged] = rr
             # location: the centre of the part inside the space
             px[ranged] = (np.maximum(rr[:, 0], sp.x1) + np.minimum(rr[:, 2], sp.x2)) / 2.0
             py[ranged] = (np.maximum(rr[:, 1], sp.y1) + np.minimum(rr[:, 3], sp.y2)) / 2.0
         if len(pointed):
-            sx = np.fromiter(map(_X, subs), dtype=np.float64, count=N)
-            sy = np.fromiter(map(_Y, subs), dtype=np.float64, count=N)
-            ks = np.fromiter(map(_K, subs), dtype=np.int64, count=N)
-            alpha = np.fromiter(map(_ALPHA, subs), dtype=np.float64, count=N)
-            unit = self._unit_weights(subs, kind, lens, kw_ptr)
+            sx = np.fromiter(col["x"](), dtype=np.float64, count=N)
+            sy = np.fromiter(col["y"](), dtype=np.float64, count=N)
+            ks = np.fromiter(col["k"](), dtype=np.int64, count=N)
+            alpha = np.fromiter(col["alpha"](), dtype=np.float64, count=N)
+            unit = self._unit_weights(col["weights"], kind, lens, kw_ptr)
             r = self._radii(kind, sx, sy, ks, match_all, alpha, kw_ptr, kw_ids, unit)
             r = r[pointed]
             x, y = sx[pointed], sy[pointed]
@@ -210,9 +219,10 @@ class SampleIndex:
         return Regions(px, py, rect, radius, kw_ptr, kw_ids, any_mode)
 
     @staticmethod
-    def _unit_weights(subs: Sequence[Sub], kind: np.ndarray, lens: np.ndarray, kw_ptr: np.ndarray) -> np.ndarray:
+    def _unit_weights(weights, kind: np.ndarray, lens: np.ndarray, kw_ptr: np.ndarray) -> np.ndarray:
         """``unit_weights`` of each top-k subscription at its keywords' places (0 elsewhere):
-        those without weights from a table by (length, position), the others one by one."""
+        those without weights from a table by (length, position), the others one by one
+        (``weights()``: each subscription's weights)."""
         unit = np.zeros(int(kw_ptr[-1]))
         top = ((kind == _TOPK) & (lens > 0)).nonzero()[0]
         if len(top) == 0:
@@ -223,7 +233,7 @@ class SampleIndex:
         for n in np.unique(tl).tolist():
             table[n, :n] = unit_weights(None, n)
         unit[idx] = table[np.repeat(tl, tl), idx - np.repeat(kw_ptr[top], tl)]
-        wl = list(map(_WEIGHTS, subs))
+        wl = list(weights())
         if any(map(is_not, wl, repeat(None))):
             for i in top.tolist():
                 if wl[i] is not None:
@@ -232,6 +242,37 @@ class SampleIndex:
 
 
 _KNN, _RANGE, _TOPK = 0, 1, 2
+
+
+def _block_columns(b: SubBlock, vocab: dict[str, int]):
+    """``regions``' inputs read from block ``b``'s columns: kinds, keyword counts, keyword
+    ids in the sample's ``vocab`` (the codes' words looked up once a word), match-all, and
+    the other columns as callables; None when its keywords are not codes."""
+    kws = b.keywords
+    if type(kws) is not Words:
+        return None
+    n = len(b)
+    if b.one_kind is not None:
+        kind = np.full(n, _KIND_CODE[b.one_kind], dtype=np.int8)
+    else:
+        kind = np.fromiter(map(_KIND_CODE.__getitem__, b.kind), dtype=np.int8, count=n)
+    words = kws.lex.words
+    table = np.fromiter(map(vocab.get, words, repeat(-1, len(words))), dtype=np.int64, count=len(words))
+    kw_ids = table[kws.flat()] if len(table) else np.zeros(0, dtype=np.int64)
+    match_all = (np.zeros(n, dtype=bool) if b.match_all is None
+                 else np.fromiter(b.match_all, dtype=bool, count=n))
+
+    def rects(idx: np.ndarray) -> np.ndarray:
+        r = b.rect
+        if type(r) is Rects:
+            return r.array[idx]
+        return np.array([r[i] for i in idx.tolist()], dtype=np.float64)
+
+    col = {f: (lambda f: lambda: b.column(f))(f) for f in ("x", "y", "k", "alpha", "weights")}
+    col["rects"] = rects
+    return kind, kws.lens(), kw_ids, match_all, col
+
+
 _SLACK = 1e-9  # >> the few-ulp gap between top-k scores from sqrt(dx*dx + dy*dy) and from hypot
 _KIND_CODE = {KNN: _KNN, RANGE: _RANGE, TOPK: _TOPK}
 _KIND, _KEYWORDS, _MATCH_ALL = attrgetter("kind"), attrgetter("keywords"), attrgetter("match_all")

@@ -33,6 +33,7 @@ from ..io import fastline
 from ..io.events import Pub, Sub
 
 END = "end"  # an item asking a worker for its final results
+DRIVER = -1  # the pseudo-worker carrying rejections and run metadata to the sink
 
 
 def encode_items(items: list[tuple[int, Any]]) -> bytes:

@@ -32,19 +32,23 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from ..core.config import Space, Window
-from .codec import decode_driver
+from .codec import DRIVER, decode_driver
 from .fs import Loc
-from .sequencer import DRIVER
-from .sink import batch_dir, write_parts
-from .shares import ShareWorker
-from .worker import COLUMNS, WorkerState, driver_rows
+
+if TYPE_CHECKING:
+    from .shares import ShareWorker
+    from .worker import WorkerState
+
+# The engine's modules are imported by the tasks that run a worker (``_engines``), not with
+# this module: the Python process Spark starts on the driver to plan the query imports it
+# too, before the first batch (~1.5 s of imports it never used).
 
 SNAP_CHUNK = 8 << 20  # bytes per snapshot entry
 
@@ -78,8 +82,17 @@ class WorkerProcessor(StatefulProcessor):
             self.worker_of[keys[-1]] = DRIVER
         self.params = params or {}
         self.snapshot_every = snapshot_every
-        # the fleet's workers (spark/shares.py: blocks in, their own window) or the dispatcher's
-        self.state = ShareWorker if fleet else WorkerState
+        self.fleet = fleet  # the fleet's workers (spark/shares.py: blocks in, their own window) or the dispatcher's
+
+    @property
+    def state(self) -> type:
+        if self.fleet:
+            from .shares import ShareWorker
+
+            return ShareWorker
+        from .worker import WorkerState
+
+        return WorkerState
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.meta = handle.getValueState("meta", StructType([
@@ -120,6 +133,9 @@ class WorkerProcessor(StatefulProcessor):
         return meta, ws, how
 
     def handleInputRows(self, key: Any, rows: Iterator[pd.DataFrame], timerValues) -> Iterator[pd.DataFrame]:
+        from .sink import batch_dir, write_parts
+        from .worker import COLUMNS, driver_rows
+
         worker = self.worker_of.get(int(key[0]), int(key[0]))
         pdf = pd.concat(list(rows), ignore_index=True).sort_values("part", kind="stable")
         payloads = [bytes(p) for p in pdf["payload"]]

@@ -44,10 +44,9 @@ from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
 from ..runtime.runner import active_subs, fewer_collections
 from ..runtime.dispatcher import Dispatcher
-from .codec import END, encode_driver, encode_items
+from .codec import DRIVER, END, encode_driver, encode_items
 
 CHUNK = 4096  # routed items per row: rows stay small, calls stay coarse
-DRIVER = -1  # the pseudo-worker carrying rejections and run metadata to the sink
 # Lines a ``Gate.admit_block`` call at most: a block with anything unusual in it (a rejection,
 # two ops or kinds, an expiry inside) is judged event by event, so small blocks keep most lines
 # on the column path; below ~1000 the call's own cost shows (gate alone, range_100k: 2.0 us a

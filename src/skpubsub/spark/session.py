@@ -40,6 +40,14 @@ FAST = {
 }
 
 
+# The driver JVM compiles with C1 only. A run is short next to what C2 needs to pay back: on
+# knn_100k (~30 s) its compiler threads took 9 s of CPU on a 2-core machine where the Python
+# workers wait for it, the JVM 24-25 s of CPU in all; C1 alone: 16-18 s. The steady batches of
+# the demo's workload (count:20000, 10,000 lines each) kept their Spark overhead (0.65-0.87 s
+# against 0.77-1.4 s), the whole run 0.88-0.91x (2 pairs, load ~2.5; spark/NOTES.md).
+DRIVER_JAVA = "-XX:TieredStopAtLevel=1"
+
+
 # Quiet by default (issue 21 item 7): the driver JVM starts at WARN without Spark's banner
 # (PySpark counts as a shell: a root level other than the shell's WARN prints "Setting
 # default log level"), its startup warnings (no native Hadoop library, the host name's
@@ -243,8 +251,8 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
              .config("spark.sql.streaming.noDataMicroBatches.enabled", "false"))
     for k, v in FAST.items():
         spark = spark.config(k, v)
-    if quiet and _QUIET is not None:
-        spark = spark.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_QUIET[0]}")
+    java = [DRIVER_JAVA] + ([f"-Dlog4j2.configurationFile=file:{_QUIET[0]}"] if quiet and _QUIET is not None else [])
+    spark = spark.config("spark.driver.extraJavaOptions", " ".join(java))
     if "//127.0.0.1:" in master or "//localhost:" in master:  # a cluster on loopback (skpubsub cluster)
         spark = spark.config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
     for k, v in (conf or {}).items():  # --conf, --executor-memory, --executor-cores
@@ -253,7 +261,8 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
     before = signal.getsignal(signal.SIGINT) if main else None
     from pyspark import SparkContext
 
-    launches = quiet and _QUIET is not None and SparkContext._gateway is None  # a JVM to start
+    fresh = SparkContext._gateway is None  # a JVM to start
+    launches = quiet and _QUIET is not None and fresh
     try:
         spark = _launch(spark, _QUIET[2] if launches else None)
     except BaseException:
@@ -269,4 +278,32 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
     from .source import EventSource
 
     spark.dataSource.register(EventSource)
+    if fresh and not master.startswith("local"):
+        warm_executors(spark)
     return spark
+
+
+def _touch(it):  # a task that only makes its executor start the Python daemon
+    return iter(())
+
+
+def warm_executors(spark) -> threading.Thread:
+    """On a cluster, start the executors' Python daemons now, in a background job, so that
+    their kernel warm-up (``daemon.py``: 1.5-2.5 s, a minute on a fresh install) runs while
+    the driver plans the query (its own chain of Python processes: the source looked up,
+    created, planned, transformWithState planned; ~8 s) instead of inside the first batch.
+    Not in local mode: there the executor is the driver's JVM, whose ``SparkEnv`` creates
+    every Python process under one lock (``createPythonWorker`` is synchronized), so the
+    daemon's warm-up held up the driver's chain (measured: the query started only after it).
+    A failure here changes nothing: the first batch starts the daemons as before."""
+    def run() -> None:
+        try:
+            sc = spark.sparkContext
+            sc.setLocalProperty("spark.job.description", "skpubsub: Python daemons warmed")
+            sc.parallelize(range(sc.defaultParallelism), sc.defaultParallelism).mapPartitions(_touch).count()
+        except Exception:  # noqa: BLE001 - stopped meanwhile, or no executor yet: the first batch warms
+            pass
+
+    t = threading.Thread(target=run, name="skpubsub-warm-executors", daemon=True)
+    t.start()
+    return t

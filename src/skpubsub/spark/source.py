@@ -26,7 +26,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from pathlib import Path
 
 from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
@@ -35,13 +35,18 @@ from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 from ..core.config import Space, Window
 from ..io.lines import read_lines
 from ..io.redis_bus import is_redis
-from .codec import decode_export, encode_driver
+from .codec import DRIVER, decode_export, encode_driver
 from .fs import Loc
 from .redis_stream import as_input
-from .sequencer import DRIVER, Sequencer, switch_tag
-from .shares import ShareSequencer, ShareWorker
-from .sink import batch_dir, export_name, loads_name
 from .statefile import Refused, read_stats
+
+if TYPE_CHECKING:
+    from .sequencer import Sequencer
+
+# The sequencer, the fleet's shares and the sink are imported where the reader uses them, not
+# here: Spark's Python processes that only look up, create and plan this source (three of
+# them on the driver, one after the other, before the first batch) import this module to
+# unpickle it, and with them it cost ~1.5 s each (numba, pandas, the engine).
 
 SCHEMA = "worker int, part int, payload binary, ingest double"
 
@@ -188,6 +193,9 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- batches ---------------------------------------------------------------------
     def _fresh(self) -> Sequencer:
+        from .sequencer import Sequencer
+        from .shares import ShareSequencer
+
         c = self.config
         pickles = [p.name for p in self.checkpoint.rglob_suffix(".pkl")]
         if pickles:  # an older version's snapshots, or planted: never loaded
@@ -246,6 +254,10 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _read_switch(self, gen: int) -> dict | list:
         """Generation ``gen``'s exports (``none``): registration position -> result objects."""
+        from .sequencer import switch_tag
+        from .shares import ShareWorker
+        from .sink import batch_dir, export_name
+
         c = self.config
         fleet = bool(c.get("fleet"))  # the fleet's workers export their events (``ShareWorker.exported``)
         held: Any = [] if fleet else {}
@@ -292,6 +304,8 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _loads(self, line: int) -> list[float] | None:
         """The loads the tasks measured in the batch that ended at ``line`` (None: none yet)."""
+        from .sink import batch_dir, loads_name
+
         if line == 0 or self.out is None:
             return None
         loc = batch_dir(self.out, self.config["run"]) / loads_name(line)
@@ -300,6 +314,8 @@ class EventReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):
         return json.loads(loc.read_text())["loads"]
 
     def _read_export(self, tag: int, worker: int) -> dict:
+        from .sink import batch_dir, export_name
+
         c = self.config
         loc = batch_dir(self.out, c["run"]) / export_name(tag, worker)
         if not loc.exists():

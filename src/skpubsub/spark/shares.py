@@ -43,7 +43,7 @@ from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
 from ..runtime.engines import make_engine
 from ..runtime.fleet import Router, as_runs, result_lines
-from ..runtime.runner import active_subs, fewer_collections
+from ..runtime.runner import active_subs, fewer_collections, plan_head
 from .codec import END, encode_driver, pack_notes
 from .sequencer import DRIVER, _blocks, switch_tag, totals
 
@@ -344,12 +344,13 @@ class ShareSequencer:
 
     def _plan(self) -> list:
         head, self.head = self.head or [], None
-        evs = events_of(head)
-        stats = self.stats
-        if stats is None:
-            stats = Statistics.from_objects((ev for ev in evs if type(ev) is Pub), self.space)
+        planner = PLANNERS[self.partitioner]
+        if self.stats is None:  # by the head's columns, as ``run`` plans (runner.plan_head)
+            plan, stats = plan_head(head, self.space, planner, self.m)
+        else:  # an older checkpoint's statistics file
+            stats = self.stats
+            plan = planner(active_subs(events_of(head)), stats, self.m)
         self._stats = stats
-        plan = PLANNERS[self.partitioner](active_subs(evs), stats, self.m)
         self.router = Router(plan, self.window, dict(stats.keyword_freq))
         return head
 

@@ -90,6 +90,32 @@ def test_a_two_worker_cluster_survives_a_lost_worker(tmp_path: Path) -> None:
     for e in m["executors"]:  # the lost one too: sampled while it ran
         assert e["jvm_bytes"] > 0 and e["python_bytes"] > 0 and e["total_bytes"] >= e["jvm_bytes"]
     assert (tmp_path / "b" / "spark_scaling.png").stat().st_size > 0 and "executor max" in so
+    a = rep["amdahl"]  # issue 56 item 6: the serial fraction and what it predicts
+    assert 0 <= a["serial_fraction"] <= 1 and a["from_executors"] == 2 and a["measured"] == {"2": 1.0}
+    assert a["predicted"]["2"] == 1.0 and a["predicted"]["16"] == 1.0  # two workers: no more than 2 busy
+    assert "serial fraction" in so
+
+
+def test_amdahl_from_the_fewest_executors() -> None:
+    """The serial part is what the worker tasks' summed time leaves of the busy batches of the
+    row with the fewest executors; the speed-ups are relative to that row, capped at M workers."""
+    from skpubsub.bench.spark import amdahl
+
+    def b(d: float, ws: list[float]) -> dict:
+        return {"duration_seconds": d, "worker_seconds": ws}
+
+    rows = [{"executors": 1, "objects_per_second_batches": 100.0},
+            {"executors": 2, "objects_per_second_batches": 130.0}]
+    batches = {"1": [b(10.0, [3.0, 3.0]), b(10.0, [3.0, 3.0]), b(2.0, [])],  # the idle batch is not counted
+               "2": [b(7.0, [3.0, 3.0])]}
+    a = amdahl(rows, batches, 4)
+    assert a["serial_fraction"] == 0.4 and a["batches"] == 2
+    assert a["predicted"] == {"1": 1.0, "2": round(1 / 0.7, 3), "4": round(1 / 0.55, 3), "8": round(1 / 0.55, 3),
+                              "16": round(1 / 0.55, 3)}
+    assert a["measured"] == {"1": 1.0, "2": 1.3}
+    assert a["predicted_n_workers"]["16"] == round(1 / (0.4 + 0.6 / 16), 3)
+    a2 = amdahl(rows[1:], {"2": batches["2"]}, 2)  # from two executors: relative to them
+    assert a2["from_executors"] == 2 and a2["predicted"]["2"] == 1.0 and a2["predicted"]["1"] < 1
 
 
 class _Ctx:

@@ -358,12 +358,46 @@ def _scaling(events: Path, out: Path, args: tuple, counts: list[int], conf: dict
     rep = {**head, "objects": n_obj, "subscriptions_at_end": rows[0]["subscriptions_at_end"],
            "same_files": all(r["same_files"] for r in rows),
            "local": {"wall_seconds": round(local_wall, 3), "objects_per_second": round(n_obj / local_wall, 1)},
-           "scaling": rows}
+           "scaling": rows, "amdahl": amdahl(rows, batches, head["workers"])}
     (out / "spark.json").write_text(json.dumps({**rep, "spark_batches": batches}, indent=2) + "\n")
     plot_scaling(rows, out / "spark_scaling.png",
                  f"{head['workers']} workers, {head['partitioner']}, {head['lines_per_batch']} lines/batch, "
-                 f"{n_obj:,} objects")
+                 f"{n_obj:,} objects", rep["amdahl"])
     return rep
+
+
+PREDICT = (1, 2, 4, 8, 16)  # executor counts the serial fraction is turned into speed-ups for
+
+
+def amdahl(rows: list[dict], batches: dict[str, list[dict]], m: int) -> dict:
+    """The serial fraction of the busy micro-batches of the row with the fewest executors, and
+    the speed-ups it predicts (Amdahl: ``1 / (s + (1 - s) / n)``) against those measured.
+
+    A batch's parallel part is its worker tasks' time summed (what one core does in turn;
+    more executors divide it), the serial part the rest of the batch: sequencer, sink and
+    Spark's own time, all on the driver or per batch, which more executors do not divide (a
+    bound: Spark's per-task share of it would divide). With ``m`` workers at most ``m``
+    executors have work: the prediction for ``n`` uses ``min(n, m)``; ``predicted_n_workers``
+    is the law's for ``n`` workers on ``n`` executors (the same work split further)."""
+    base = min(rows, key=lambda r: r["executors"])
+    busy = [b for b in batches[str(base["executors"])] if b["worker_seconds"]]
+    total = sum(b["duration_seconds"] or 0.0 for b in busy)
+    work = sum(sum(b["worker_seconds"]) for b in busy)
+    if total <= 0:
+        return {"serial_fraction": None, "from_executors": base["executors"], "predicted": {},
+                "predicted_n_workers": {}, "measured": {}}
+    s = min(1.0, max(0.0, (total - work) / total))
+    # the fewest executors' own speed-up over one, as the law would have it, scales the rest
+    ref = 1.0 / (s + (1.0 - s) / min(base["executors"], m))
+    rate = base["objects_per_second_batches"] or 0.0
+    return {
+        "serial_fraction": round(s, 4), "from_executors": base["executors"], "batches": len(busy),
+        "predicted": {str(n): round(1.0 / (s + (1.0 - s) / min(n, m)) / ref, 3) for n in PREDICT},
+        # the same batches cut for n workers on n executors (more workers, the same serial part)
+        "predicted_n_workers": {str(n): round(1.0 / (s + (1.0 - s) / n) / ref, 3) for n in PREDICT},
+        "measured": {str(r["executors"]): round((r["objects_per_second_batches"] or 0.0) / rate, 3) if rate else None
+                     for r in rows},
+    }
 
 
 def _mb(v: int | None) -> str:
@@ -395,6 +429,13 @@ def format_scaling(rep: dict) -> str:
             f"{_mb(m['driver_python_bytes'])} / {_mb(m['driver_jvm_bytes'])}   "
             f"{_mb(m['executor_max_total_bytes'])} ({_mb(m['executor_max_jvm_bytes'])} + "
             f"{_mb(m['executor_max_python_bytes'])})")
+    a = rep.get("amdahl") or {}
+    if a.get("serial_fraction") is not None:
+        lines.append(f"serial fraction {a['serial_fraction']:.1%} of the busy batches with {a['from_executors']} "
+                     f"executor(s); speed-up over them, measured: " +
+                     ", ".join(f"{n}: {v}x" for n, v in a["measured"].items()) + "; Amdahl predicts: " +
+                     ", ".join(f"{n}: {v}x" for n, v in a["predicted"].items()) + f" ({rep['workers']} workers), " +
+                     ", ".join(f"{n}: {v}x" for n, v in a["predicted_n_workers"].items()) + " (as many workers)")
     return "\n".join(lines)
 
 

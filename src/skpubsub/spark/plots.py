@@ -36,9 +36,10 @@ def plot_batches(batches: list[dict], path: Path | BinaryIO, title: str) -> Path
     return path
 
 
-def plot_scaling(rows: list[dict], path: Path | BinaryIO, title: str) -> Path | BinaryIO:
+def plot_scaling(rows: list[dict], path: Path | BinaryIO, title: str, amdahl: dict | None = None) -> Path | BinaryIO:
     """``bench spark --cluster``: per executor count, objects/s; the median busy batch split
-    into sequencer, workers (their span), sink and Spark overhead, with its latency; peak memory."""
+    into sequencer, workers (their span), sink and Spark overhead, with its latency; peak memory;
+    the speed-up measured against the one Amdahl's law predicts from the serial fraction."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -46,7 +47,23 @@ def plot_scaling(rows: list[dict], path: Path | BinaryIO, title: str) -> Path | 
 
     xs = list(range(len(rows)))
     labels = [str(r["executors"]) for r in rows]
-    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(13, 4))
+    fig, (a1, a2, a3, a4) = plt.subplots(1, 4, figsize=(17, 4))
+    if amdahl and amdahl.get("serial_fraction") is not None:
+        ns = [int(n) for n in amdahl["predicted"]]
+        a4.plot(ns, list(amdahl["predicted"].values()), "o--", label=f"Amdahl, serial {amdahl['serial_fraction']:.0%}")
+        a4.plot(ns, list(amdahl["predicted_n_workers"].values()), "^-.", label="the same, n workers")
+        got = [(int(n), v) for n, v in amdahl["measured"].items() if v is not None]
+        a4.plot([n for n, _ in got], [v for _, v in got], "ks", label="measured")
+        a4.plot(ns, ns, ":", color="grey", label="linear")
+        a4.set_xscale("log", base=2)
+        a4.set_xticks(ns, [str(n) for n in ns])
+        a4.set_ylim(0, max(2.0, max(amdahl["predicted_n_workers"].values()) * 1.2))
+        a4.set_xlabel("executors")
+        a4.set_ylabel("speed-up over the batches")
+        a4.set_title("scaling: measured and predicted", fontsize=10)
+        a4.legend(fontsize=8)
+    else:
+        a4.set_axis_off()
     w = 0.38
     a1.bar([x - w / 2 for x in xs], [r["objects_per_second_wall"] or 0 for r in rows], w, label="wall")
     a1.bar([x + w / 2 for x in xs], [r["objects_per_second_batches"] or 0 for r in rows], w, label="micro-batches")

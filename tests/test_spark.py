@@ -206,6 +206,10 @@ def test_kill_and_restart_is_exactly_once(spark, tmp_path: Path) -> None:
     while time.monotonic() < deadline and len(list(batches.glob("*/batch-*.json"))) < 2:
         assert p.poll() is None, "the run ended before it could be killed"
         time.sleep(0.2)
+    from skpubsub.spark.session import BRIEF_JAVA  # a finite run's JVM compiles with C1 only, a shared one not
+
+    assert _children_running(p.pid, BRIEF_JAVA.encode()), "the run's JVM without " + BRIEF_JAVA
+    assert BRIEF_JAVA not in (spark.sparkContext.getConf().get("spark.driver.extraJavaOptions") or "")
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
     done = len(list(batches.glob("*/batch-*.json")))

@@ -227,7 +227,7 @@ def _run_on_spark(events: Path, out: Path, window: Window, space: Space, workers
 
     shutil.rmtree(out, ignore_errors=True)
     own = SparkContext._active_spark_context is None
-    spark = start_session(master, workers, spark_conf)
+    spark = start_session(master, workers, spark_conf, brief=True)
     try:
         mem = PeakMemory(spark)
         try:

@@ -459,13 +459,13 @@ def _python_cause(text: str) -> str | None:
     return None
 
 
-def start_session(master: str | None, workers: int, spark_conf: dict[str, str] | None):
+def start_session(master: str | None, workers: int, spark_conf: dict[str, str] | None, brief: bool = False):
     """``session.spark_session``; a start that fails is one line (SPEC 7): PySpark's reason,
     and the driver JVM's own words when they went to its log (session._launch)."""
     from .session import spark_session
 
     try:
-        return spark_session(master, workers, conf=spark_conf)
+        return spark_session(master, workers, conf=spark_conf, brief=brief)
     except spark_errors() as exc:
         why, said = describe_failure(exc), jvm_said()
         raise SparkFailure(f"Spark did not start: {why.rstrip('.')}; the JVM said: {said}" if said else
@@ -581,7 +581,7 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     from pyspark import SparkContext
 
     own = spark is None and SparkContext._active_spark_context is None  # started here: stopped here
-    spark = spark or start_session(master, workers, spark_conf)
+    spark = spark or start_session(master, workers, spark_conf, brief=once)  # a finite input: C1 only
     try:
         return _stream(spark, source, out, checkpoint, config, window, space, index, index_params, once,
                        timeout, trigger_seconds, lines_per_batch, lines_per_second, snapshot_every, workers,

@@ -40,12 +40,15 @@ FAST = {
 }
 
 
-# The driver JVM compiles with C1 only. A run is short next to what C2 needs to pay back: on
-# knn_100k (~30 s) its compiler threads took 9 s of CPU on a 2-core machine where the Python
-# workers wait for it, the JVM 24-25 s of CPU in all; C1 alone: 16-18 s. The steady batches of
-# the demo's workload (count:20000, 10,000 lines each) kept their Spark overhead (0.65-0.87 s
-# against 0.77-1.4 s), the whole run 0.88-0.91x (2 pairs, load ~2.5; spark/NOTES.md).
-DRIVER_JAVA = "-XX:TieredStopAtLevel=1"
+# The driver JVM of a run of a finite input (``brief``: `run`, `demo`, `bench spark`) compiles
+# with C1 only. Such a run is short next to what C2 needs to pay back: on knn_100k (~30 s) its
+# compiler threads took 9 s of CPU on a 2-core machine where the Python workers wait for it,
+# the JVM 24-25 s of CPU in all; C1 alone: 16-18 s. The steady batches of the demo's workload
+# (count:20000, 10,000 lines each) kept their Spark overhead (0.65-0.87 s against 0.77-1.4 s),
+# the whole run 0.88-0.91x (2 pairs, load ~2.5). A session that lives on (`stream`, a
+# library's) keeps both compilers: test_spark.py's shared session took 187 s with C1 only
+# against 163 s (one pair, load 2.5-3.7).
+BRIEF_JAVA = "-XX:TieredStopAtLevel=1"
 
 
 # Quiet by default (issue 21 item 7): the driver JVM starts at WARN without Spark's banner
@@ -222,13 +225,14 @@ class _QuietPy4J(logging.Filter):
 
 
 def spark_session(master: str | None = None, workers: int = 2, app: str = "skpubsub",
-                  conf: dict[str, str] | None = None):
+                  conf: dict[str, str] | None = None, brief: bool = False):
     """Get or create the session: RocksDB state store, ``spark.sql.shuffle.partitions``
     = ``workers`` (one state partition per worker), this Python for the Python workers.
 
     ``master`` defaults to ``$SKPUBSUB_MASTER`` or ``local[*]``. Starting takes 10-25 s.
     In local mode the driver JVM runs the state store too: it gets
     ``$SKPUBSUB_DRIVER_MEMORY`` (default 6g; engine snapshots pass through it).
+    ``brief``: a run of a finite input; its driver JVM compiles with C1 only (``BRIEF_JAVA``).
     """
     global _QUIET
     from pyspark.sql import SparkSession
@@ -251,8 +255,10 @@ def spark_session(master: str | None = None, workers: int = 2, app: str = "skpub
              .config("spark.sql.streaming.noDataMicroBatches.enabled", "false"))
     for k, v in FAST.items():
         spark = spark.config(k, v)
-    java = [DRIVER_JAVA] + ([f"-Dlog4j2.configurationFile=file:{_QUIET[0]}"] if quiet and _QUIET is not None else [])
-    spark = spark.config("spark.driver.extraJavaOptions", " ".join(java))
+    java = ([BRIEF_JAVA] if brief else []) + (
+        [f"-Dlog4j2.configurationFile=file:{_QUIET[0]}"] if quiet and _QUIET is not None else [])
+    if java:
+        spark = spark.config("spark.driver.extraJavaOptions", " ".join(java))
     if "//127.0.0.1:" in master or "//localhost:" in master:  # a cluster on loopback (skpubsub cluster)
         spark = spark.config("spark.driver.host", os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"))
     for k, v in (conf or {}).items():  # --conf, --executor-memory, --executor-cores

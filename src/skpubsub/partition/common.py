@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from operator import itemgetter
-from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np

@@ -36,10 +36,15 @@ AHEAD = 16  # messages the reading process keeps ready beyond the pipe's (io/NOT
 def judged(path: Path, window: Window, space: Space, apart: bool | None = None) -> Iterator[tuple]:
     """The Gate's items for the file at ``path``; ``apart``: in a second process (None: when
     the file has ``APART`` bytes or more and the platform forks)."""
+    return _apart(path, window, space) if reads_apart(path, apart) else _here(path, window, space)
+
+
+def reads_apart(path: Path, apart: bool | None = None) -> bool:
+    """Does ``judged(path, ..., apart)`` read in a second process?"""
     if apart is None:
-        apart = (path.stat().st_size >= APART and "fork" in mp.get_all_start_methods()
-                 and len(os.sched_getaffinity(0)) > 1)  # (one core: the two would take turns)
-    return _apart(path, window, space) if apart else _here(path, window, space)
+        return (path.stat().st_size >= APART and "fork" in mp.get_all_start_methods()
+                and len(os.sched_getaffinity(0)) > 1)  # (one core: the two would take turns)
+    return apart
 
 
 def _here(path: Path, window: Window, space: Space) -> Iterator[tuple]:

@@ -459,6 +459,38 @@ def _worker_main(conn, window: Window, space: Space, index: str, params: dict, h
         return
 
 
+def warm(window: Window, space: Space, index: str, params: dict) -> None:
+    """A worker's path run once on a few lines of each kind by a throwaway engine, so that
+    its compiled kernels are read from Numba's cache in this process: workers forked after
+    have them, rather than each reading them in its first batches (~0.2 s of CPU a worker;
+    runtime/NOTES.md). Best effort: what fails here is loaded where it is needed."""
+    import json
+
+    from ..io.validate import Gate
+
+    cx, cy = (space.x1 + space.x2) / 2, (space.y1 + space.y2) / 2
+    d = min(space.x2 - space.x1, space.y2 - space.y1) / 100
+
+    def sub(i: int, kind: str, **rec) -> str:
+        return json.dumps({"op": "sub", "id": f"{kind}{i}", "t": 0, "kind": kind,
+                           "keywords": ["a", "b"][: 1 + i % 2], "match": "all" if i % 2 else "any", **rec})
+
+    runs = [[sub(i, "range", rect=[cx - d, cy - d, cx + d, cy + d]) for i in range(4)],
+            [sub(i, "knn", x=cx + d * i / 8, y=cy, k=2) for i in range(4)],
+            [json.dumps({"op": "pub", "id": f"o{i}", "t": 1 + i // 3, "x": cx + d * i / 16, "y": cy,
+                         "keywords": ["a", "b"] if i % 2 else ["a"]}) for i in range(8)]]
+    try:
+        gate, items, at = Gate(window, space, coded=True), [], 1
+        for run in runs:
+            got = gate.admit_block(at, "\n".join(run).encode())
+            items.extend([got] if type(got) in BLOCKS else got)
+            at += len(run)
+        lex = gate.lexicon
+        _Worker(make_engine(index, window, space, **params))(("batch", items, (lex.gen, list(lex.words))))
+    except Exception:  # noqa: BLE001 - only a head start: the real batches load what they need
+        pass
+
+
 class _Worker:
     """A worker's side of the protocol: ``("batch", share, news)`` -> its notifications'
     lines with their keys and its CPU seconds; ``("end", seq, t)`` -> its results' lines

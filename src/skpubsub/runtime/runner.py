@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.config import Space, Window
 from .engines import DEFAULT_INDEX, make_engine
-from .feeder import judged
+from .feeder import judged, reads_apart
 from ..io.events import BLOCKS, Rejection, Sub, SubBlock, Unsub, events_of
 from ..io.lexicon import Words
 from ..io.lines import stream_lines
@@ -207,9 +207,6 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
         batch_size = FLEET_BATCH
     engine = None if multi else _Single(make_engine(index, window, space, **index_params))
     fleet = None
-    if multi and blocks:  # the workers start while the head is read and planned
-        from .fleet import Fleet
-        fleet = Fleet(workers, window, space, index, processes=processes, **index_params)
     writer = RunWriter(Path(out))
     accepted: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
@@ -221,6 +218,13 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     start = time.perf_counter()
     # the reading process, if any, forked before the bar's thread starts
     items = judged(path, window, space, apart) if blocks else None
+    if multi and blocks:  # the workers start while the head is read and planned
+        from .fleet import Fleet, warm
+        if processes and reads_apart(path, apart):
+            # while the reading process reads ahead, the engine's kernels read from Numba's
+            # cache once, here: the workers forked next have them (NOTES.md, "The fleet")
+            warm(window, space, index, index_params)
+        fleet = Fleet(workers, window, space, index, processes=processes, **index_params)
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=size, unit="B", unit_scale=True, desc="events", file=sys.stderr)

@@ -199,3 +199,22 @@ def test_a_master_page_that_is_not_up_yet_is_waited_for() -> None:
         server.shutdown()
         server.server_close()
     assert cluster._status(port) is None  # nothing listening
+
+
+def test_class_archive_is_marked_then_written_then_used(tmp_path: Path, monkeypatch) -> None:
+    """A finite run's JVM options for the class archive (session.class_archive): the first run
+    only leaves a mark (a fresh install's first run is not made slower), the second asks its
+    JVM to write the archive at exit (end_jvm puts it in place), later ones share it; ``0``
+    turns it off. The JVM's side is exercised by every Spark command in the suite."""
+    from skpubsub.spark import session
+
+    monkeypatch.setattr(session, "_DUMP", None)
+    monkeypatch.setenv("SKPUBSUB_CLASS_ARCHIVE", str(tmp_path))
+    assert session.class_archive() == [] and len(list(tmp_path.glob("spark-classes-*.jsa.seen"))) == 1
+    (opt,) = session.class_archive()
+    part, path = session._DUMP
+    assert opt == f"-XX:ArchiveClassesAtExit={part}" and Path(part).parent == tmp_path and path.endswith(".jsa")
+    Path(path).write_bytes(b"an archive")
+    assert session.class_archive() == [f"-XX:SharedArchiveFile={path}"]
+    monkeypatch.setenv("SKPUBSUB_CLASS_ARCHIVE", "0")
+    assert session.class_archive() == []

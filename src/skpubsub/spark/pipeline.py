@@ -592,6 +592,9 @@ def stream(source: str | Path, out: str | Path, checkpoint: str | Path, window: 
     finally:
         if own:  # Python workers and the JVM end before this interpreter (no broken-pipe trace at exit)
             spark.stop()
+            from .session import end_jvm
+
+            end_jvm()  # a JVM writing the class archive ends inside the command (session.class_archive)
 
 
 def _stream(spark, source: Loc, out: Loc, checkpoint: Loc, config: dict, window: Window, space: Space, index: str,

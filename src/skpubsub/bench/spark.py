@@ -313,6 +313,17 @@ def bench_spark(events: Path, out: Path, window: Window, space: Space, workers: 
     args = (window, space, workers, partitioner, index, lines_per_batch, init_objects, rebalance)
     head = {"events": str(events), "workers": workers, "partitioner": partitioner, "index": index,
             "window": str(window), "lines_per_batch": lines_per_batch, "rebalance": rebalance}
+    try:
+        return _bench(events, out, args, head, counts, master, spark_conf, local_wall)
+    finally:
+        from ..spark.session import end_jvm
+
+        end_jvm()  # a JVM writing the class archive ends inside the command (session.class_archive)
+
+
+def _bench(events: Path, out: Path, args: tuple, head: dict, counts: list[int] | None, master: str | None,
+           spark_conf: dict[str, str] | None, local_wall: float) -> dict:
+    """``bench_spark`` after the local run: one Spark run, or one per executor count."""
     if counts is None:
         metrics, memory = _run_on_spark(events, out / "spark", *args, master, spark_conf)
         row = _spark_row(metrics, out / "spark", out / "local")
@@ -327,7 +338,7 @@ def bench_spark(events: Path, out: Path, window: Window, space: Space, workers: 
             if row["objects_per_second_wall"] else None
         (out / "spark.json").write_text(json.dumps({**rep, "spark_batches": metrics["batches"]}, indent=2) + "\n")
         plot_batches(metrics["batches"], out / "spark_batches.png",
-                     f"{workers} workers, {partitioner}, {lines_per_batch} lines/batch")
+                     f"{head['workers']} workers, {head['partitioner']}, {head['lines_per_batch']} lines/batch")
         return rep
     return _scaling(events, out, args, counts, spark_conf or {}, local_wall, head)
 

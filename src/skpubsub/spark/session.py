@@ -74,7 +74,7 @@ def class_archive() -> list[str]:
     """JVM options for a class-data-sharing archive of what a run loads (Spark's classes,
     Catalyst's, the state store's): ``-XX:SharedArchiveFile`` where one is ready, else
     ``-XX:ArchiveClassesAtExit`` so that the second run's JVM writes it when it ends
-    (``end_jvm``: ~11 s once, at load 3; the first run only leaves a mark, so a fresh install's
+    (``end_jvm``: 11-24 s once, at load 2-3; the first run only leaves a mark, so a fresh install's
     first run is not made slower). Measured (C1 only, load ~3, 3 pairs): session start
     5.8-6.5 s against 9.1-11.3 s, its first query 1.6-2.4 against 3.1-3.3 s. The archive is
     ~160-180 MB, in the package's ``__pycache__`` beside the kernel cache (``make clean``

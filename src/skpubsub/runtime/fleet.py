@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import heapq
 import multiprocessing as mp
-import signal
 import time
 from collections.abc import Sequence
 from itertools import chain, count, filterfalse, groupby, repeat
@@ -41,12 +40,12 @@ from ..core.config import Space, Window
 from ..engine.messages import Tick
 from ..io.events import Pub, PubBlock, Rects, Sub, SubBlock
 from ..io.lexicon import Lexicon, Words
-from ..io.notewriter import reorder, results_block
+from ..io.notewriter import reorder
 from ..io.notifications import NoteLines
 from ..partition.base import Plan
-from ..store.subscriptions import K_RANGE
 from .dispatcher import routing_metrics
 from .engines import make_engine
+from .fleetworker import Worker, start_deaf, worker_main
 
 BLOCKS = (SubBlock, PubBlock)
 FORGET = 1 << 16  # routing words known before those no live subscription holds are forgotten
@@ -422,124 +421,6 @@ class Router:
         return routing_metrics(self)
 
 
-# -- the workers ------------------------------------------------------------------------------
-def start_deaf(p) -> None:
-    """Start worker process ``p`` with SIGINT blocked, a mask it inherits through the exec of
-    a spawn: a terminal's Ctrl-C reaches the whole group, and one that came while the worker
-    still imported (before it ignores it) would add its traceback to the parent's one line
-    (SPEC 7). The parent's own Ctrl-C stays pending while blocked, and is taken as soon as
-    the worker has started."""
-    if not hasattr(signal, "pthread_sigmask"):
-        p.start()
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        p.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def _worker_main(conn, window: Window, space: Space, index: str, params: dict, held: list = ()) -> None:
-    """A worker process: one engine (its own window clock), driven over a pipe. Ctrl-C is the
-    parent's to handle (SPEC 7): ignored here; it ends when its pipe closes. ``held``: the
-    parent's pipe ends a fork left open here, closed."""
-    for c in held:
-        c.close()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # (a forked worker has the parent's handler)
-    engine = make_engine(index, window, space, **params)
-    serve = _Worker(engine)
-    try:
-        while True:
-            msg = conn.recv()
-            if msg is None:
-                return
-            conn.send(serve(msg))
-    except (EOFError, ConnectionError):  # the parent is gone
-        return
-
-
-def warm(window: Window, space: Space, index: str, params: dict) -> None:
-    """A worker's path run once on a few lines of each kind by a throwaway engine, so that
-    its compiled kernels are read from Numba's cache in this process: workers forked after
-    have them, rather than each reading them in its first batches (~0.2 s of CPU a worker;
-    runtime/NOTES.md). Best effort: what fails here is loaded where it is needed."""
-    import json
-
-    from ..io.validate import Gate
-
-    cx, cy = (space.x1 + space.x2) / 2, (space.y1 + space.y2) / 2
-    d = min(space.x2 - space.x1, space.y2 - space.y1) / 100
-
-    def sub(i: int, kind: str, **rec) -> str:
-        return json.dumps({"op": "sub", "id": f"{kind}{i}", "t": 0, "kind": kind,
-                           "keywords": ["a", "b"][: 1 + i % 2], "match": "all" if i % 2 else "any", **rec})
-
-    runs = [[sub(i, "range", rect=[cx - d, cy - d, cx + d, cy + d]) for i in range(4)],
-            [sub(i, "knn", x=cx + d * i / 8, y=cy, k=2) for i in range(4)],
-            [json.dumps({"op": "pub", "id": f"o{i}", "t": 1 + i // 3, "x": cx + d * i / 16, "y": cy,
-                         "keywords": ["a", "b"] if i % 2 else ["a"]}) for i in range(8)]]
-    try:
-        gate, items, at = Gate(window, space, coded=True), [], 1
-        for run in runs:
-            got = gate.admit_block(at, "\n".join(run).encode())
-            items.extend([got] if type(got) in BLOCKS else got)
-            at += len(run)
-        lex = gate.lexicon
-        _Worker(make_engine(index, window, space, **params))(("batch", items, (lex.gen, list(lex.words))))
-    except Exception:  # noqa: BLE001 - only a head start: the real batches load what they need
-        pass
-
-
-class _Worker:
-    """A worker's side of the protocol: ``("batch", share, news)`` -> its notifications'
-    lines with their keys and its CPU seconds; ``("end", seq, t)`` -> its results' lines
-    with their registration seqs; ``("stats",)``."""
-
-    def __init__(self, engine) -> None:
-        self.engine = engine
-        self.lex = Lexicon()  # the reader's lexicon, as far as the parent told (``Words``' codes)
-
-    def __call__(self, msg: tuple) -> Any:
-        if msg[0] == "batch":
-            t0 = time.process_time()
-            _, share, news = msg
-            if news is not None:
-                gen, fresh = news
-                if gen != self.lex.gen:
-                    self.lex = Lexicon(gen)
-                self.lex.words.extend(fresh)
-            for part in share:
-                kws = getattr(part, "keywords", None)
-                if type(kws) is Words:
-                    kws.lex = self.lex
-            r = self.engine.apply_tagged(share)
-            out = (r.notes.json_bytes(), r.item, r.reg, r.notes.matches())
-            return out, time.process_time() - t0
-        if msg[0] == "end":
-            eng = self.engine
-            eng.apply_tagged([Tick(msg[1], msg[2])])  # subscriptions ending by then end (silently)
-            return result_lines(eng)
-        if msg[0] == "stats":
-            return dict(self.engine.stats)
-        raise ValueError(f"unknown message {msg[0]!r}")
-
-
-def result_lines(eng) -> tuple[bytes, np.ndarray]:
-    """The worker's ``results.jsonl`` lines and each one's registration seq."""
-    columns = getattr(eng, "result_columns", None)
-    if columns is None:  # a plain engine: (id, ids) pairs
-        from ..io.sinks import result_line
-        pairs = eng.all_results()
-        seqs = np.array([eng.subs.cols.seq[eng.subs.slot_of[sid]] for sid, _ in pairs], dtype=np.int64)
-        return "".join(result_line(sid, ids) for sid, ids in pairs).encode("utf-8"), seqs
-    res = columns()
-    c = eng.subs.cols
-    slots = c.active[: c.top] & (c.kind[: c.top] != K_RANGE)
-    seqs = np.sort(c.seq[: c.top][slots])  # result_columns' order
-    return results_block(res).tobytes(), seqs
-
-
 def merge_lines(texts: list[bytes], ev: list[np.ndarray], reg: list[np.ndarray],
                 match: list[np.ndarray]) -> NoteLines:
     """Workers' notification lines as one engine's: by (event position, registration seq),
@@ -575,7 +456,7 @@ class Fleet:
         self.router: Router | None = None  # ``start``: once the plan is made
         self._procs: list = []
         self._conns: list = []
-        self._local: list[_Worker] = []
+        self._local: list[Worker] = []
         if processes:
             # forked where the platform can: the engine's modules are loaded here already, so a
             # worker is ready at once (a spawned one imported for ~1 s into the first batch)
@@ -586,13 +467,13 @@ class Fleet:
                 # a forked worker closes the parent's ends of the pipes before its own: held
                 # open there, they would keep a worker waiting once the parent is gone
                 held = list(self._conns) + [parent] if forks else []
-                p = ctx.Process(target=_worker_main, args=(child, window, space, index, params, held), daemon=True)
+                p = ctx.Process(target=worker_main, args=(child, window, space, index, params, held), daemon=True)
                 start_deaf(p)
                 child.close()
                 self._procs.append(p)
                 self._conns.append(parent)
         else:
-            self._local = [_Worker(make_engine(index, window, space, **params)) for _ in range(m)]
+            self._local = [Worker(make_engine(index, window, space, **params)) for _ in range(m)]
         self._sent_words: list[tuple[int, int]] = [(-1, 0)] * self.m  # (lexicon gen, words told) per worker
         self._pending: tuple | None = None  # (positions per worker, events, objects, messages, t0)
         self._replies: list = []

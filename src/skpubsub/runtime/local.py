@@ -24,7 +24,8 @@ from ..io.events import Pub
 from ..io.notifications import Notification, NoteLines
 from ..partition.base import Plan
 from .dispatcher import Dispatcher
-from .fleet import merge_lines, start_deaf
+from .fleet import merge_lines
+from .fleetworker import start_deaf
 
 
 def _export(engine, ids: list) -> dict:

@@ -219,7 +219,8 @@ def run(events: str | Path, out: str | Path, window: str | Window = "none", spac
     # the reading process, if any, forked before the bar's thread starts
     items = judged(path, window, space, apart) if blocks else None
     if multi and blocks:  # the workers start while the head is read and planned
-        from .fleet import Fleet, warm
+        from .fleet import Fleet
+        from .fleetworker import warm
         if processes and reads_apart(path, apart):
             # while the reading process reads ahead, the engine's kernels read from Numba's
             # cache once, here: the workers forked next have them (NOTES.md, "The fleet")

@@ -23,43 +23,19 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # numpy's BLAS threads are n
 WARM_WINDOWS = ("none", "count:4", "time:3")
 
 
-def _lines() -> list[list[bytes]]:
-    """Runs of one kind of line (each a block the Gate takes by columns)."""
-    import json
-
-    def sub(i: int, kind: str, **rec) -> bytes:
-        base = {"op": "sub", "id": f"{kind}{i}", "t": 0, "kind": kind, "keywords": ["a", "b"][: 1 + i % 2]}
-        return json.dumps({**base, **rec}).encode()
-
-    rect = {"rect": [-1.0, -1.0, 1.0, 1.0]}
-    return [
-        [sub(i, "range", match="all" if i % 2 else "any", **rect) for i in range(4)],
-        [sub(i, "knn", x=0.1 * i, y=0.0, k=2, match="all" if i % 2 else "any") for i in range(4)],
-        [sub(i, "topk", x=0.1 * i, y=0.0, k=2, alpha=0.5) for i in range(4)],
-        [json.dumps({"op": "pub", "id": f"o{i}", "t": 1 + i // 3, "x": 0.05 * i, "y": 0.0,
-                     "keywords": ["a", "b"] if i % 2 else ["a"]}).encode() for i in range(8)],
-        [json.dumps({"op": "unsub", "id": "range0", "t": 4}).encode(),
-         json.dumps({"op": "pub", "id": "o9", "t": 5, "x": 0.0, "y": 0.0, "keywords": ["b"]}).encode()],
-    ]
-
-
 def warm(index: str = "auto") -> float:
     """Run a worker's path once under each window kind; returns the seconds it took."""
     from ..core.config import Space, Window
-    from ..io.events import BLOCKS
-    from ..io.validate import Gate
+    from ..runtime.fleetworker import admitted, sample_runs
     from .codec import END
     from .shares import ShareWorker, decode_share, encode_share
 
     t0 = time.perf_counter()
     space = Space()
+    runs = sample_runs(space, ("range", "knn", "topk"), ends=True)
     for w in WARM_WINDOWS:
         window = Window.parse(w)
-        gate, items, at = Gate(window, space, coded=True), [], 1
-        for run in _lines():
-            got = gate.admit_block(at, run)
-            items.extend([got] if type(got) in BLOCKS else got)
-            at += len(run)
+        items, _ = admitted(runs, window, space)
         worker = ShareWorker(0, window, space, index, {})
         worker.apply(decode_share(encode_share(items[:2]), window, space))  # a run of subscriptions alone
         worker.apply(decode_share(encode_share(items[2:] + [END]), window, space))

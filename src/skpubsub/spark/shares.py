@@ -42,7 +42,8 @@ from ..io.validate import Gate
 from ..partition.registry import PLANNERS
 from ..partition.stats import Statistics
 from ..runtime.engines import make_engine
-from ..runtime.fleet import Router, as_runs, result_lines
+from ..runtime.fleet import Router, as_runs
+from ..runtime.fleetworker import result_lines
 from ..runtime.runner import active_subs, fewer_collections, plan_head
 from .codec import END, encode_driver, pack_notes
 from .sequencer import DRIVER, _blocks, switch_tag, totals

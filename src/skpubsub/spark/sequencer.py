@@ -106,6 +106,14 @@ def totals(accepted: Counter, rejected: Counter, lines: int) -> dict:
             "objects": accepted["pub"], "lines": lines}
 
 
+def head_part(pubs: int, need: int, label: str, n: int) -> int:
+    """How many of a block of ``n`` events of kind ``label`` go to the O_init head, ``pubs``
+    objects accepted before it: all of them until the ``need``-th object, which ends the
+    head (a block of objects is cut right after it); one when the head is complete already
+    (a head of ``need`` = 0 objects ends at the first event)."""
+    return 1 if pubs >= need else min(n, need - pubs) if label == "pub" else n
+
+
 def switch_tag(gen: int) -> int:
     """The ``Export`` tag of generation ``gen``'s last batch (negative: never an input line)."""
     return -1 - gen
@@ -231,8 +239,8 @@ class Sequencer:
         (its head part buffered, the rest queued as a block)."""
         n = len(block)
         if self.head is not None:
-            pubs, need = self.accepted["pub"], self.init_objects
-            k = 1 if pubs >= need else min(n, need - pubs) if label == "pub" else n
+            need = self.init_objects
+            k = head_part(self.accepted["pub"], need, label, n)
             self.head.extend(block[:k])
             self.accepted[label] += k
             self.last = (block.seq[k - 1], block.t[k - 1])

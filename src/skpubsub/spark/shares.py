@@ -46,7 +46,7 @@ from ..runtime.fleet import Router, as_runs
 from ..runtime.fleetworker import result_lines
 from ..runtime.runner import active_subs, fewer_collections, plan_head
 from .codec import END, encode_driver, pack_notes
-from .sequencer import DRIVER, _blocks, switch_tag, totals
+from .sequencer import DRIVER, _blocks, head_part, switch_tag, totals
 
 FORMAT = "skpubsub-spark-share-worker"
 VERSION = 1
@@ -424,8 +424,8 @@ class ShareSequencer:
         cut there, as ``Sequencer._take_block`` cuts it)."""
         block = type(it) in BLOCKS
         if self.head is not None:
-            pubs, need = self.accepted["pub"], self.init_objects
-            k = 1 if pubs >= need else min(n, need - pubs) if label == "pub" else n
+            need = self.init_objects
+            k = head_part(self.accepted["pub"], need, label, n)
             self.head.append(it[:k] if block and k < n else it)
             self.accepted[label] += k
             self.last = (it.seq[k - 1], it.t[k - 1]) if block else (it.seq, it.t)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from skpubsub.bench.compare import by_index, order_indexes, phases, warm_end, warmup_events
+from skpubsub.bench.compare import by_index, order_indexes
+from skpubsub.bench.inputs import phases, warm_end, warmup_events
 from skpubsub.cli import main
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import skpubsub.engine.engine as E
-from skpubsub.bench.compare import phases
+from skpubsub.bench.inputs import phases
 from skpubsub.bench.workload import WorkloadConfig, generate
 from skpubsub.core.config import Space, Window
 from skpubsub.io.validate import Gate

@@ -51,7 +51,8 @@ import numpy as np
 from ..core.config import Space, Window
 from ..io.events import Pub, Sub
 from ..runtime.engines import DEFAULT_INDEX
-from .compare import Workload, load_workload, machine_info, warmup_events
+from .compare import machine_info
+from .inputs import Workload, load_workload, warmup_events
 
 DEFAULT_PARTITIONERS = ("hash", "kop", "sop", "dkm", "location", "keyword", "prefix", "ps2")
 PLANNER_WARMUP_SUBS = 100  # head subscriptions each planner is warmed up on (untimed)

@@ -17,19 +17,23 @@ from ..io.validate import Gate
 WARMUP_EVENTS = 2000  # events in the untimed warm-up run (half build, half arrivals)
 
 
+def _valid(judged) -> tuple[list, int]:
+    """The events among the Gate's verdicts, and how many were rejections."""
+    events: list = []
+    rejected = 0
+    for ev in judged:
+        if isinstance(ev, Rejection):
+            rejected += 1
+        else:
+            events.append(ev)
+    return events, rejected
+
+
 def _load(path: str | Path, window: Window, space: Space) -> tuple[list, int]:
     """Valid events of a file, and the number of rejected lines."""
     gate = Gate(window, space)
-    events: list = []
-    rejected = 0
     with open(path, "rb") as f:
-        for n, raw in stream_lines(f):
-            ev = gate.admit_line(raw, n)
-            if isinstance(ev, Rejection):
-                rejected += 1
-            else:
-                events.append(ev)
-    return events, rejected
+        return _valid(gate.admit_line(raw, n) for n, raw in stream_lines(f))
 
 
 def load_events(path: str | Path, window: Window, space: Space, max_events: int | None = None) -> list:
@@ -43,15 +47,7 @@ def generated_events(config: Any, window: Window, space: Space) -> tuple[list, i
     from .workload import generate
 
     gate = Gate(window, space)
-    events: list = []
-    rejected = 0
-    for seq, rec in enumerate(generate(config), start=1):
-        ev = gate.admit(rec, seq)
-        if isinstance(ev, Rejection):
-            rejected += 1
-        else:
-            events.append(ev)
-    return events, rejected
+    return _valid(gate.admit(rec, seq) for seq, rec in enumerate(generate(config), start=1))
 
 
 def phases(events: list) -> tuple[int, int]:
